@@ -1,0 +1,33 @@
+"""Hermetic test settings: no colour overrides, no animations, no user config, fixed cache dir."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+for _name in list(os.environ):
+    if _name.startswith("TEXTUAL_") or _name in ("NO_COLOR", "FORCE_COLOR", "MOTHX_DIR", "MOTHX_RUNTIME_BUS_PORT"):
+        del os.environ[_name]
+os.environ["TEXTUAL_ANIMATIONS"] = "none"
+
+SHARED_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
+
+
+@pytest.fixture(autouse=True)
+def _hermetic_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Config, cache and home point into a private folder so a developer's own files never change results."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.delenv("MOTHX_DIR", raising=False)
+
+
+@pytest.fixture
+def real_fixtures() -> Path:
+    """The real agent transcripts in ../shared/fixtures/real; the test is skipped where they are absent."""
+    if not SHARED_FIXTURES.is_dir():
+        pytest.skip("../shared/fixtures/real is not present")
+    return SHARED_FIXTURES

@@ -1,0 +1,1 @@
+"""Sessionscope's terminal UI (Textual). Calls the store only."""
