@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 
-@pytest.fixture(scope="session")
-def demo_master(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo session directory, built once per test run (read it; copy it before writing)."""
-    from store.demo import build_demo
+DEMO_MASTER = Path(tempfile.gettempdir()) / "sessionscope-tests" / "demo" / "sessions"
 
-    return build_demo(tmp_path_factory.mktemp("demo-master") / "sessions")
+
+@pytest.fixture(scope="session")
+def demo_master() -> Path:
+    """The demo session directory at a fixed path (so snapshots show the same path on every run).
+
+    Open it only in a read mode, or copy it first with ``demo_dir``: tests must not write to it.
+    """
+    from store.demo import ensure_demo
+
+    return ensure_demo(DEMO_MASTER)
 
 
 @pytest.fixture
