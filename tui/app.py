@@ -1,0 +1,338 @@
+"""The Sessionscope app: opens a session directory in a worker and shows its screens.
+
+Start-up is kept light: the Sessions screen is composed at once (it says "Opening…"), the store is opened in a
+thread worker, and everything the first screen does not need (SQLModel, the transcript screen, the command
+palette's provider, help) is imported only when used.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from textual import on, work
+from textual.app import App
+from textual.reactive import reactive
+
+from store.db import OpenMode
+from tui import actions
+from tui.formatting import tildify
+from tui.messages import DemoReady, IntegrityChecked, SessionResolved, StoreFailed, StoreOpened
+from tui.theming import DEFAULT_THEME, THEMES_DIR, load_themes, remember_theme, remembered_theme
+from tui.widgets.badge import badge_text
+
+if TYPE_CHECKING:
+    from textual.command import Provider
+    from textual.screen import Screen
+    from textual.theme import Theme
+
+    from store.sessiondir import SessionDir
+
+
+def _commands_provider() -> type[Provider]:
+    from tui.palette import SessionscopeCommands
+
+    return SessionscopeCommands
+
+
+class SessionscopeApp(App[None]):
+    """Browse and repair a mothx session directory."""
+
+    TITLE = "Sessionscope"
+    CSS_PATH = "app.tcss"
+    BINDINGS: ClassVar = actions.bindings("app")
+    COMMANDS: ClassVar = {_commands_provider}
+    HELP_TITLE: ClassVar[str] = "Everywhere"
+
+    location: reactive[str] = reactive("")
+    """The session directory shown in the header (home as ``~``)."""
+    badge: reactive[str] = reactive("RW")
+    """The header badge: ``RW``, ``READ-ONLY`` or ``SNAPSHOT``."""
+    integrity: reactive[str] = reactive("")
+    """The integrity line of the status bar (``integrity ok`` or the failure)."""
+
+    def __init__(
+        self,
+        session_dir: Path | None,
+        mode: OpenMode = OpenMode.READ_WRITE,
+        *,
+        clock: Callable[[], float] | None = None,
+        themes_dir: Path | None = None,
+    ) -> None:
+        super().__init__()
+        self.session_dir: Path | None = None if session_dir is None else Path(session_dir)
+        self.mode = mode
+        self.clock: Callable[[], float] = clock or time.time
+        self.sd: SessionDir | None = None
+        self.open_error: str = ""
+        self.user_keymap: dict[str, str] = {}
+        self.startup_problems: list[str] = []
+        self._integrity_started = False
+        loaded = load_themes(themes_dir or THEMES_DIR)
+        self.startup_problems.extend(loaded.problems)
+        self.theme_names: list[str] = []
+        for theme in loaded.themes:
+            self.register_theme(theme)
+            self.theme_names.append(theme.name)
+        wanted = remembered_theme()
+        if wanted and wanted in self.available_themes:
+            self.theme = wanted
+        elif DEFAULT_THEME in self.available_themes:
+            self.theme = DEFAULT_THEME
+        if self.session_dir is not None:
+            self.location = tildify(self.session_dir)
+        self.badge = mode.badge
+
+    # --- start-up ---------------------------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        self._apply_user_keymap()
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
+        for problem in self.startup_problems:
+            self.notify(problem, title="Settings", severity="warning")
+        if self.session_dir is None:
+            from store.paths import default_session_dir
+            from tui.screens.welcome import WelcomeScreen
+
+            self.push_screen(WelcomeScreen(default_session_dir()))
+            return
+        from tui.screens.sessions import SessionsScreen
+
+        self.push_screen(SessionsScreen())
+        self._open_store(self.session_dir, self.mode)
+
+    def _apply_user_keymap(self) -> None:
+        loaded = actions.load_keymap(actions.keymap_path())
+        self.user_keymap = dict(loaded.keymap)
+        if loaded.keymap:
+            self.set_keymap(loaded.keymap)
+        for problem in loaded.problems:
+            self.notify(problem, title="Keymap", severity="warning")
+
+    @work(thread=True, exclusive=True, group="store-open", exit_on_error=False, description="Open the session directory")
+    def _open_store(self, path: Path, mode: OpenMode) -> None:
+        from store.errors import StoreError
+        from store.sessiondir import open_session_dir
+
+        try:
+            sd = open_session_dir(path, mode)
+        except StoreError as exc:
+            self.post_message(StoreFailed(path, str(exc)))
+            return
+        except OSError as exc:
+            self.post_message(StoreFailed(path, f"{path} cannot be read: {exc.strerror or exc}."))
+            return
+        self.post_message(StoreOpened(sd))
+
+    @on(StoreOpened)
+    def _store_opened(self, message: StoreOpened) -> None:
+        old = self.sd
+        self.sd = message.sd
+        self.open_error = ""
+        if old is not None and old is not message.sd:
+            old.close()
+        self.location = tildify(message.sd.root)
+        self.badge = badge_text(message.sd.mode.badge, message.sd.writable)
+        from tui.screens.sessions import SessionsScreen
+
+        for screen in self.screen_stack:
+            if isinstance(screen, SessionsScreen):
+                screen.attach(message.sd)
+        self.refresh_bindings()
+        # The integrity check waits for the first window of rows (SessionsScreen asks for it); a fallback
+        # starts it anyway a little later when no list asked.
+        self.set_timer(1.0, self.start_integrity_check)
+
+    @on(StoreFailed)
+    def _store_failed(self, message: StoreFailed) -> None:
+        from tui.screens.welcome import OpenFailedScreen
+
+        self.open_error = message.error
+        self.notify(message.error, title="Cannot open the session directory", severity="error", timeout=10)
+        self.switch_screen(OpenFailedScreen(message.path, message.error))
+
+    # --- integrity --------------------------------------------------------------------------------------------
+
+    def start_integrity_check(self) -> None:
+        """Run ``PRAGMA quick_check`` once, in a worker, after the first paint."""
+        if self._integrity_started or self.sd is None:
+            return
+        self._integrity_started = True
+        self.integrity = "checking integrity…"
+        self._quick_check(self.sd)
+
+    @work(thread=True, exclusive=True, group="integrity", exit_on_error=False, description="Integrity check")
+    def _quick_check(self, sd: SessionDir) -> None:
+        from store.errors import StoreError
+
+        try:
+            result = sd.db.quick_check()
+        except StoreError as exc:
+            self.post_message(IntegrityChecked(False, str(exc)))
+            return
+        self.post_message(IntegrityChecked(result.strip().lower() == "ok", result))
+
+    @on(IntegrityChecked)
+    def _integrity_checked(self, message: IntegrityChecked) -> None:
+        if message.ok:
+            self.integrity = "integrity ok"
+            return
+        first = message.text.split(";")[0].strip()
+        self.integrity = f"integrity FAILED: {first}"
+        self.notify(message.text, title="Integrity check failed", severity="error", timeout=10)
+
+    # --- the demo ---------------------------------------------------------------------------------------------
+
+    def open_demo(self) -> None:
+        """Build (or reuse) the demo directory in a worker, then open it read-write."""
+        self._build_demo()
+
+    @work(thread=True, exclusive=True, group="demo", exit_on_error=False, description="Build the demo directory")
+    def _build_demo(self) -> None:
+        from store.errors import StoreError
+
+        try:
+            from store.demo import ensure_demo
+
+            path = ensure_demo()
+        except ImportError:
+            self.post_message(StoreFailed(None, "The demo builder (store.demo) is not available in this build."))
+            return
+        except (StoreError, OSError) as exc:
+            self.post_message(StoreFailed(None, f"The demo directory could not be built: {exc}"))
+            return
+        self.post_message(DemoReady(path))
+
+    @on(DemoReady)
+    def _demo_ready(self, message: DemoReady) -> None:
+        from tui.screens.sessions import SessionsScreen
+
+        self.session_dir = message.path
+        self.mode = OpenMode.READ_WRITE
+        self.location = tildify(message.path)
+        self.badge = self.mode.badge
+        self._integrity_started = False
+        self.switch_screen(SessionsScreen())
+        self._open_store(message.path, self.mode)
+
+    # --- screens ----------------------------------------------------------------------------------------------
+
+    def open_transcript(self, session_id: str) -> None:
+        """Push the transcript of ``session_id`` (the transcript screen is imported on first use)."""
+        if self.sd is None:
+            return
+        try:
+            from tui.screens.transcript import TranscriptScreen
+        except ImportError as exc:
+            self.notify(f"The transcript screen is not available: {exc}.", title="Cannot open", severity="error")
+            return
+        self.push_screen(TranscriptScreen(self.sd, session_id))
+
+    def show_section_screen(self, screen_type: type[Screen[object]]) -> None:
+        """Make a screen of ``screen_type`` current: pop back to it, or switch the base screen to a new one."""
+        stack = self.screen_stack
+        for index in range(len(stack) - 1, 0, -1):
+            if isinstance(stack[index], screen_type):
+                while self.screen is not stack[index]:
+                    self.pop_screen()
+                return
+        while len(self.screen_stack) > 2:
+            self.pop_screen()
+        self.switch_screen(screen_type())
+
+    # --- actions ----------------------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        sd = self.sd
+        return actions.check_write(action, sd is not None and sd.writable)
+
+    def action_help(self) -> None:
+        from tui.screens.help import HelpScreen, collect_help
+
+        if isinstance(self.screen, HelpScreen):
+            self.screen.dismiss(None)
+            return
+        self.push_screen(HelpScreen(collect_help(self.screen), str(actions.keymap_path())))
+
+    def action_jump(self) -> None:
+        from textual.command import SimpleCommand
+
+        commands = [
+            SimpleCommand(section.title, lambda s=section: s.open(self), section.description)
+            for section in actions.sections()
+        ]
+        self.search_commands(commands, placeholder="Jump to a section…")
+
+    def action_cycle_theme(self) -> None:
+        names = self.theme_names or sorted(self.available_themes)
+        if self.theme in names:
+            name = names[(names.index(self.theme) + 1) % len(names)]
+        else:
+            name = names[0]
+        self.theme = name
+        self.notify(f"Theme: {name}", timeout=2)
+
+    def action_back(self) -> None:
+        from tui.screens.sessions import SessionsScreen
+        from tui.screens.welcome import OpenFailedScreen, WelcomeScreen
+
+        if isinstance(self.screen, (SessionsScreen, WelcomeScreen, OpenFailedScreen)) or len(self.screen_stack) <= 2:
+            return
+        self.pop_screen()
+
+    def action_open_session_prompt(self) -> None:
+        from tui.palette import OpenSessionDialog
+
+        if self.sd is None:
+            self.notify("No session directory is open.", severity="warning")
+            return
+        self.push_screen(OpenSessionDialog())
+
+    def resolve_and_open(self, text: str) -> None:
+        if self.sd is not None and text.strip():
+            self._resolve_session(self.sd, text.strip())
+
+    @work(thread=True, exclusive=True, group="resolve-session", exit_on_error=False, description="Find a session")
+    def _resolve_session(self, sd: SessionDir, text: str) -> None:
+        from store.errors import StoreError
+        from store.sessions import get_session
+
+        try:
+            summary = get_session(sd, text)
+        except StoreError as exc:
+            self.post_message(SessionResolved("", str(exc)))
+            return
+        self.post_message(SessionResolved(summary.id))
+
+    @on(SessionResolved)
+    def _session_resolved(self, message: SessionResolved) -> None:
+        from tui.palette import OpenSessionDialog
+
+        if isinstance(self.screen, OpenSessionDialog):
+            if message.error:
+                self.screen.show_error(message.error)
+                return
+            self.screen.dismiss(None)
+        if message.error:
+            self.notify(message.error, title="Cannot open", severity="error")
+            return
+        self.open_transcript(message.session_id)
+
+    # --- themes -----------------------------------------------------------------------------------------------
+
+    def ordered_theme_names(self) -> list[str]:
+        """Our TOML themes first, then Textual's built-in ones."""
+        rest = sorted(name for name in self.available_themes if name not in self.theme_names and name != "textual-ansi")
+        return [*self.theme_names, *rest]
+
+    def _theme_changed(self, theme: Theme) -> None:
+        try:
+            remember_theme(theme.name)
+        except OSError as exc:
+            self.notify(f"The theme could not be remembered: {exc.strerror or exc}.", severity="warning")
+
+    def on_unmount(self) -> None:
+        if self.sd is not None:
+            self.sd.close()

@@ -1,0 +1,53 @@
+"""Small text helpers shared by screens: paths with ``~``, absolute UTC times, ellipsis."""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+_RFC3339 = re.compile(
+    r"^\s*(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?\s*(Z|z|[+-]\d{2}:?\d{2})?\s*$"
+)
+
+
+def tildify(path: str | os.PathLike[str], home: str | None = None) -> str:
+    """``path`` with the user's home folder shown as ``~``."""
+    text = os.fspath(path)
+    if not text:
+        return ""
+    home = str(Path.home()) if home is None else home
+    home = home.rstrip("/")
+    if home and (text == home or text.startswith(home + "/")):
+        return "~" + text[len(home) :]
+    return text
+
+
+def utc_minutes(stamp: str) -> str:
+    """An RFC 3339 text time as ``YYYY-MM-DD HH:MM`` in UTC; ``""`` when empty; the text itself when unparseable.
+
+    Never relative ("3 minutes ago"): the same database always shows the same text.
+    """
+    if not stamp:
+        return ""
+    m = _RFC3339.match(stamp)
+    if not m:
+        return stamp[:16]
+    year, month, day, hour, minute = (int(m.group(i)) for i in range(1, 6))
+    zone = m.group(7)
+    try:
+        when = datetime(year, month, day, hour, minute, tzinfo=timezone.utc)
+    except ValueError:
+        return stamp[:16]
+    if zone and zone not in ("Z", "z"):
+        sign = 1 if zone[0] == "+" else -1
+        digits = zone[1:].replace(":", "")
+        offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:4]))
+        when = when - sign * offset
+    return when.strftime("%Y-%m-%d %H:%M")
+
+
+def one_line(text: str) -> str:
+    """Whitespace (newlines, tabs) collapsed to single spaces."""
+    return " ".join(text.split())

@@ -1,0 +1,104 @@
+"""Typed messages that workers post back to the UI thread.
+
+A worker never touches a widget: it calls the store and posts one of these. One ``@on`` handler applies it.
+Messages that answer a request carry the ``generation`` of the request, so a handler can drop stale results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from textual.message import Message
+
+if TYPE_CHECKING:
+    from store.sessiondir import SessionDir
+    from store.sessions import SessionSummary
+
+
+class StoreOpened(Message):
+    """The session directory opened."""
+
+    def __init__(self, sd: SessionDir) -> None:
+        super().__init__()
+        self.sd = sd
+
+
+class StoreFailed(Message):
+    """The session directory could not be opened; ``error`` is one sentence."""
+
+    def __init__(self, path: Path | None, error: str) -> None:
+        super().__init__()
+        self.path = path
+        self.error = error
+
+
+class DemoReady(Message):
+    """The demo directory was built (or found up to date) at ``path``."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+
+class IntegrityChecked(Message):
+    """``PRAGMA quick_check`` finished: ``ok`` and the one-line result."""
+
+    def __init__(self, ok: bool, text: str) -> None:
+        super().__init__()
+        self.ok = ok
+        self.text = text
+
+
+@dataclass(frozen=True)
+class WindowRequest:
+    """Rows ``[offset, offset + limit)`` of the list under query ``generation``."""
+
+    generation: int
+    offset: int
+    limit: int
+
+
+class SessionWindowLoaded(Message):
+    """A window of the session list arrived."""
+
+    def __init__(self, request: WindowRequest, rows: list[SessionSummary], total: int) -> None:
+        super().__init__()
+        self.request = request
+        self.rows = rows
+        self.total = total
+
+
+class SessionWindowFailed(Message):
+    """A window of the session list could not be read; ``error`` is one sentence."""
+
+    def __init__(self, request: WindowRequest, error: str) -> None:
+        super().__init__()
+        self.request = request
+        self.error = error
+
+
+class UnfilteredCounted(Message):
+    """The number of sessions with no filter (for "N of M (filtered)")."""
+
+    def __init__(self, total: int) -> None:
+        super().__init__()
+        self.total = total
+
+
+class FacetsLoaded(Message):
+    """The distinct work dirs, projects and channels, for the facet picker."""
+
+    def __init__(self, choices: list[tuple[str, str, str]]) -> None:
+        super().__init__()
+        self.choices = choices  # (label, field, value): field is "cwd" | "project_id" | "channel_type"
+
+
+class SessionResolved(Message):
+    """'Open session…' found the session to open (``session_id``) or failed (``error``)."""
+
+    def __init__(self, session_id: str, error: str = "") -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.error = error

@@ -1,0 +1,307 @@
+"""The Sessions screen: every session of the directory, filtered, sorted, opened as a transcript."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, Input, Static
+
+from tui import actions
+from tui.formatting import tildify
+from tui.messages import FacetsLoaded, UnfilteredCounted
+from tui.widgets.header import AppHeader
+from tui.widgets.session_list import ListQuery, SessionList
+
+if TYPE_CHECKING:
+    from store.sessiondir import SessionDir
+    from store.sessions import SessionFilter, SortKey
+
+FILTER_DEBOUNCE_S = 0.25
+"""Typing in the filter box re-queries after this pause."""
+
+SORT_TITLES = {
+    "last_active": "last active",
+    "title": "title",
+    "messages": "messages",
+    "cwd": "work dir",
+    "created": "created",
+}
+
+NATURAL_DESCENDING = {"last_active": True, "title": False, "messages": True, "cwd": False, "created": True}
+"""The direction each sort key starts in (newest / biggest first; names A to Z)."""
+
+FACET_TITLES = {"cwd": "work dir", "project_id": "project", "channel_type": "channel"}
+
+
+class SessionsScreen(Screen[None]):
+    """Sessions: a Line-API list of every session, with a live filter, sort keys and facets."""
+
+    CSS_PATH = "sessions.tcss"
+    BINDINGS: ClassVar = actions.bindings("sessions")
+    HELP_TITLE: ClassVar[str] = "Sessions screen"
+    AUTO_FOCUS = "SessionList"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sd: SessionDir | None = None
+        self.search = ""
+        self.facet: tuple[str, str, str] | None = None  # (field, value, label)
+        self.sort_index = 0
+        self.descending = True
+        self.total: int | None = None
+        self.unfiltered_total: int | None = None
+        self._debounce: Timer | None = None
+
+    # --- layout -----------------------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield AppHeader(section="Sessions")
+        yield Static("", id="notice", markup=False)
+        with Horizontal(id="filter-bar"):
+            yield Static("/", id="filter-prompt")
+            yield Input(placeholder="filter: id, work dir, channel or any text of the session", id="filter")
+        yield SessionList(id="sessions")
+        with Horizontal(id="status"):
+            yield Static("", id="status-count", markup=False)
+            yield Static("", id="status-query", markup=False)
+            yield Static("", id="status-integrity", markup=False)
+        yield Footer(show_command_palette=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#filter-bar").display = False
+        self.query_one("#notice").display = False
+        self.watch(self.app, "integrity", self._show_integrity)
+        sd = getattr(self.app, "sd", None)
+        if sd is not None:
+            self.attach(sd)
+        else:
+            self._set_count("Opening the session directory…")
+
+    # --- store ------------------------------------------------------------------------------------------------
+
+    def attach(self, sd: SessionDir) -> None:
+        """Show the sessions of ``sd`` (called once the store is open)."""
+        self.sd = sd
+        notice = self.query_one("#notice", Static)
+        notice.update(" ⚠ " + "  ·  ".join(sd.notices) if sd.notices else "")
+        notice.display = bool(sd.notices)
+        self._run_query(keep_position=False)
+
+    def current_query(self) -> ListQuery:
+        from store.sessions import SessionFilter, SortKey
+
+        keys = list(SortKey)
+        flt = SessionFilter(search=self.search.strip())
+        if self.facet is not None:
+            field, value, _label = self.facet
+            flt = SessionFilter(search=flt.search, **{field: value})
+        return ListQuery(flt=flt, sort=keys[self.sort_index % len(keys)], descending=self.descending)
+
+    def _is_filtered(self) -> bool:
+        return bool(self.search.strip()) or self.facet is not None
+
+    def _run_query(self, *, keep_position: bool) -> None:
+        if self.sd is None:
+            return
+        query = self.current_query()
+        session_list = self.query_one(SessionList)
+        session_list.empty_text = "No session matches the filter." if self._is_filtered() else "This directory has no sessions."
+        session_list.show(self.sd, query, keep_position=keep_position)
+        self._show_query_state(query)
+        if self._is_filtered() and (self.unfiltered_total is None or not keep_position):
+            self._count_all(self.sd)
+
+    @work(thread=True, exclusive=True, group="sessions-count", exit_on_error=False, description="Count sessions")
+    def _count_all(self, sd: SessionDir) -> None:
+        from store.errors import StoreError
+        from store.sessions import count_sessions
+
+        try:
+            total = count_sessions(sd)
+        except StoreError:
+            return
+        self.post_message(UnfilteredCounted(total))
+
+    @on(UnfilteredCounted)
+    def _unfiltered_counted(self, message: UnfilteredCounted) -> None:
+        self.unfiltered_total = message.total
+        self._show_count()
+
+    @on(SessionList.Counted)
+    def _counted(self, message: SessionList.Counted) -> None:
+        self.total = message.total
+        start = getattr(self.app, "start_integrity_check", None)
+        if start is not None:
+            self.call_after_refresh(start)  # after the first rows are painted
+        if not self._is_filtered():
+            self.unfiltered_total = message.total
+        self._show_count()
+
+    @on(SessionList.Failed)
+    def _list_failed(self, message: SessionList.Failed) -> None:
+        self._set_count(message.error)
+        self.notify(message.error, title="Cannot read sessions", severity="error")
+
+    def _show_count(self) -> None:
+        total = self.total
+        if total is None:
+            return
+        noun = "session" if total == 1 else "sessions"
+        if self._is_filtered():
+            of = f" of {self.unfiltered_total:,}" if self.unfiltered_total is not None else ""
+            self._set_count(f"{total:,}{of} (filtered)")
+        else:
+            self._set_count(f"{total:,} {noun}")
+
+    def _set_count(self, text: str) -> None:
+        self.query_one("#status-count", Static).update(text)
+
+    def _show_query_state(self, query: ListQuery) -> None:
+        arrow = "↓" if query.descending else "↑"
+        parts = [f"sort: {SORT_TITLES.get(query.sort.value, query.sort.value)} {arrow}"]
+        if self.facet is not None:
+            parts.append(f"{FACET_TITLES.get(self.facet[0], self.facet[0])}: {self.facet[2]}")
+        if self.search.strip():
+            parts.append(f"/{self.search.strip()}")
+        self.query_one("#status-query", Static).update("  ·  ".join(parts))
+
+    def _show_integrity(self, text: str) -> None:
+        widget = self.query_one("#status-integrity", Static)
+        widget.update(text)
+        widget.set_class(text.startswith("integrity") and text != "integrity ok", "-bad")
+
+    # --- actions ----------------------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        sd = self.sd
+        return actions.check_write(action, sd is not None and sd.writable)
+
+    def action_filter(self) -> None:
+        bar = self.query_one("#filter-bar")
+        bar.display = True
+        self.query_one("#filter", Input).focus()
+
+    def action_clear_filter(self) -> None:
+        filter_input = self.query_one("#filter", Input)
+        had_filter = self._is_filtered()
+        self.query_one("#filter-bar").display = False
+        self.query_one(SessionList).focus()
+        if had_filter:
+            self.facet = None
+            self.search = ""
+            with filter_input.prevent(Input.Changed):
+                filter_input.value = ""
+            self._run_query(keep_position=False)
+
+    def action_cycle_sort(self) -> None:
+        from store.sessions import SortKey
+
+        self.sort_index += 1
+        key = list(SortKey)[self.sort_index % len(SortKey)]
+        self.descending = NATURAL_DESCENDING.get(key.value, True)
+        self._run_query(keep_position=False)
+
+    def action_reverse_sort(self) -> None:
+        self.descending = not self.descending
+        self._run_query(keep_position=False)
+
+    def action_refresh(self) -> None:
+        self.unfiltered_total = None if self._is_filtered() else self.unfiltered_total
+        self._run_query(keep_position=True)
+
+    def action_pick_facet(self) -> None:
+        if self.sd is not None:
+            self._load_facets(self.sd)
+
+    @work(thread=True, exclusive=True, group="sessions-facets", exit_on_error=False, description="Read facets")
+    def _load_facets(self, sd: SessionDir) -> None:
+        from store.errors import StoreError
+        from store.sessions import facets
+
+        try:
+            found = facets(sd)
+        except StoreError as exc:
+            self.app.call_from_thread(self.notify, str(exc), title="Cannot read facets", severity="error")
+            return
+        choices: list[tuple[str, str, str]] = []
+        for cwd in getattr(found, "cwds", ()) or ():
+            if cwd:
+                choices.append((tildify(cwd), "cwd", cwd))
+        for project in getattr(found, "projects", ()) or ():
+            pid, name = _project_pair(project)
+            if pid:
+                choices.append((name or pid, "project_id", pid))
+        for channel in getattr(found, "channel_types", ()) or ():
+            if channel:
+                choices.append((channel, "channel_type", channel))
+        self.post_message(FacetsLoaded(choices))
+
+    @on(FacetsLoaded)
+    def _facets_loaded(self, message: FacetsLoaded) -> None:
+        from textual.command import SimpleCommand
+
+        commands: list[SimpleCommand] = []
+        if self.facet is not None:
+            commands.append(SimpleCommand("All sessions", lambda: self.set_facet(None), "Remove the facet filter."))
+        for label, field, value in message.choices:
+            title = FACET_TITLES[field].capitalize()
+            commands.append(
+                SimpleCommand(f"{title}: {label}", lambda f=field, v=value, lab=label: self.set_facet((f, v, lab)), f"Show only sessions with this {FACET_TITLES[field]}.")
+            )
+        if not commands:
+            self.notify("There is nothing to filter by: no work dirs, projects or channels.")
+            return
+        self.app.search_commands(commands, placeholder="Show only one work dir, project or channel…")
+
+    def set_facet(self, facet: tuple[str, str, str] | None) -> None:
+        self.facet = facet
+        self._run_query(keep_position=False)
+
+    # --- filter box -------------------------------------------------------------------------------------------
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        if self._debounce is not None:
+            self._debounce.stop()
+        self._debounce = self.set_timer(FILTER_DEBOUNCE_S, lambda: self._apply_filter(event.value))
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        if self._debounce is not None:
+            self._debounce.stop()
+            self._debounce = None
+        self._apply_filter(event.value)
+        self.query_one(SessionList).focus()
+
+    def _apply_filter(self, value: str) -> None:
+        self._debounce = None
+        if value.strip() == self.search.strip():
+            return
+        self.search = value
+        self._run_query(keep_position=False)
+
+    @property
+    def filter_pending(self) -> bool:
+        """True while a typed filter waits for its debounce pause."""
+        return self._debounce is not None
+
+    # --- opening ----------------------------------------------------------------------------------------------
+
+    @on(SessionList.Opened)
+    def _open_session(self, message: SessionList.Opened) -> None:
+        open_transcript = getattr(self.app, "open_transcript", None)
+        if open_transcript is not None:
+            open_transcript(message.session_id)
+
+
+def _project_pair(project: object) -> tuple[str, str]:
+    if isinstance(project, tuple) and len(project) >= 2:
+        return str(project[0]), str(project[1])
+    pid = getattr(project, "id", None) or getattr(project, "project_id", None) or ""
+    name = getattr(project, "name", None) or getattr(project, "project_name", None) or ""
+    return str(pid), str(name)

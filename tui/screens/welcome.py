@@ -1,0 +1,118 @@
+"""The screens shown when there is no session directory to browse: welcome (none found) and open failure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.containers import Center, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from tui import actions
+from tui.formatting import tildify
+from tui.widgets.header import AppHeader
+
+_CSS = """
+WelcomeScreen, OpenFailedScreen {
+    align: center middle;
+}
+WelcomeScreen #welcome-box, OpenFailedScreen #welcome-box {
+    width: 84;
+    max-width: 100%;
+    height: auto;
+    padding: 1 2;
+    border: round $primary;
+    background: $surface;
+}
+OpenFailedScreen #welcome-box {
+    border: round $error;
+}
+#welcome-title {
+    text-style: bold;
+    margin-bottom: 1;
+}
+OpenFailedScreen #welcome-title {
+    color: $error;
+}
+#welcome-error {
+    margin-bottom: 1;
+}
+#welcome-keys {
+    color: $foreground-muted;
+}
+#welcome-status {
+    margin-top: 1;
+    color: $accent;
+}
+"""
+
+
+class WelcomeScreen(Screen[None]):
+    """No session directory was found at the default place: offer the demo."""
+
+    DEFAULT_CSS = _CSS
+    BINDINGS: ClassVar = actions.bindings("welcome")
+    HELP_TITLE: ClassVar[str] = "Welcome screen"
+
+    def __init__(self, default_dir: Path) -> None:
+        super().__init__()
+        self.default_dir = default_dir
+
+    def compose(self) -> ComposeResult:
+        yield AppHeader()
+        with Center():
+            with Vertical(id="welcome-box"):
+                yield Static(f"No mothx session directory at {tildify(self.default_dir)}", id="welcome-title", markup=False)
+                yield Static(
+                    "Sessionscope browses and repairs the sessions.db of a mothx session directory. "
+                    "Point it at one with `sessionscope <dir>`, or open the demo directory to look around.",
+                    id="welcome-text",
+                    markup=False,
+                )
+                yield Static("", id="welcome-status", markup=False)
+                yield Static("d  open the demo (built on first use, read-write)      q  quit", id="welcome-keys", markup=False)
+        yield Footer()
+
+    def action_open_demo(self) -> None:
+        self.query_one("#welcome-status", Static).update("Preparing the demo directory…")
+        open_demo = getattr(self.app, "open_demo", None)
+        if open_demo is not None:
+            open_demo()
+
+    def show_status(self, text: str) -> None:
+        self.query_one("#welcome-status", Static).update(text)
+
+
+class OpenFailedScreen(Screen[None]):
+    """The session directory could not be opened: the reason in one line, and what to do next."""
+
+    DEFAULT_CSS = _CSS
+    BINDINGS: ClassVar = actions.bindings("welcome")
+    HELP_TITLE: ClassVar[str] = "Open failed"
+
+    def __init__(self, path: Path | None, error: str) -> None:
+        super().__init__()
+        self.path = path
+        self.error = error
+
+    def compose(self) -> ComposeResult:
+        where = tildify(self.path) if self.path is not None else "the session directory"
+        yield AppHeader()
+        with Center():
+            with Vertical(id="welcome-box"):
+                yield Static(f"Cannot open {where}", id="welcome-title", markup=False)
+                yield Static(self.error, id="welcome-error", markup=False)
+                yield Static("", id="welcome-status", markup=False)
+                yield Static("d  open the demo directory instead      q  quit", id="welcome-keys", markup=False)
+        yield Footer()
+
+    def action_open_demo(self) -> None:
+        self.query_one("#welcome-status", Static).update("Preparing the demo directory…")
+        open_demo = getattr(self.app, "open_demo", None)
+        if open_demo is not None:
+            open_demo()
+
+    def show_status(self, text: str) -> None:
+        self.query_one("#welcome-status", Static).update(text)
