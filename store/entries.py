@@ -604,11 +604,11 @@ def replay_plan(sd: SessionDir, session_id: str) -> ReplayPlan:
             rows = [_row(r) for r in conn.execute(
                 f"SELECT {_COLS} FROM entries WHERE session_id = ? ORDER BY seq", (session_id,))]
             return _plan_from_details(session_id, replay_details(rows), keyset=False, mismatched=mismatched)
-        special = [_row(r) for r in conn.execute(
-            f"SELECT {_COLS} FROM entries WHERE session_id = ? AND type IN ('compaction', 'content_override') "
-            "ORDER BY seq",
+        # No ORDER BY: with one, SQLite prefers the (session_id) index for its rowid order and reads every row.
+        special = sorted((_row(r) for r in conn.execute(
+            f"SELECT {_COLS} FROM entries WHERE session_id = ? AND type IN ('compaction', 'content_override')",
             (session_id,),
-        )]
+        )), key=lambda r: r.seq)
         overrides: dict[str, ReplayMessage] = {}
         for row in special:
             if row.parsed is not None and row.entry_type == "content_override":
@@ -774,10 +774,10 @@ def turn_markers(sd: SessionDir, session_id: str) -> list[tuple[int, str, str]]:
     rows skipped; a missing turnId is "")."""
     _require_entries(sd)
     with sd.db.read() as conn:
-        rows = [_row(r) for r in conn.execute(
-            f"SELECT {_COLS} FROM entries WHERE session_id = ? AND type IN ('turn_start', 'turn_end') ORDER BY seq",
+        rows = sorted((_row(r) for r in conn.execute(
+            f"SELECT {_COLS} FROM entries WHERE session_id = ? AND type IN ('turn_start', 'turn_end')",
             (session_id,),
-        )]
+        )), key=lambda r: r.seq)
     return [(r.seq, r.entry_type, _str(r.parsed.get("turnId"))) for r in rows
             if r.parsed is not None and r.entry_type in ("turn_start", "turn_end")]
 
