@@ -259,8 +259,9 @@ def _open_read(path: Path, mode: OpenMode) -> tuple[sqlite3.Connection, str, Pat
         return _connect(_uri(path, immutable="1"), uri=True), "immutable", None
     # read-only
     if shm.exists() and not journal.exists():
+        # readonly_shm: a plain mode=ro reader still writes its read marks into a live writer's -shm.
         try:
-            conn = _connect(_uri(path, mode="ro"), uri=True)
+            conn = _connect(_uri(path, mode="ro", readonly_shm="1"), uri=True)
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
             return conn, "mode=ro (live)", None
         except sqlite3.Error:

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from store.db import Database, OpenMode, open_database
+from store.db import Database, OpenMode, _is_wal_file, open_database
 from store.errors import ReadOnlyStore, StoreError
 from store.paths import resolve_session_dir, sessions_db_path
 from store.schema import SchemaInfo, create_v43, inspect_schema
@@ -70,12 +70,14 @@ def open_session_dir(path: str | os.PathLike[str] | None, mode: OpenMode = OpenM
     ):
         mode = OpenMode.READ_ONLY
         notices.append(f"{db_file} is not writable by you: opened read-only.")
+    if mode is OpenMode.READ_WRITE and db_file.exists() and not _is_wal_file(db_file):
+        _probe_before_write(db_file, create)
     db = open_database(db_file, mode, create=create)
     try:
         with db.read() as conn:
             schema = inspect_schema(conn)
         if schema.status == "empty":
-            if mode.is_read:
+            if mode.is_read or not create:
                 raise StoreError(f"{db_file} has no tables: it is not a mothx session database yet.")
             with db.write() as conn:
                 create_v43(conn)
@@ -86,3 +88,23 @@ def open_session_dir(path: str | os.PathLike[str] | None, mode: OpenMode = OpenM
     if schema.notice:
         notices.append(schema.notice)
     return SessionDir(root=root, mode=mode, db=db, schema=schema, notices=notices)
+
+
+def _probe_before_write(db_file: Path, create: bool) -> None:
+    """Look at a file that is not (yet) in WAL mode before a read-write open switches it to WAL.
+
+    An empty file nobody asked to create, or a SQLite file that is not a mothx session database, is refused
+    without a byte of it changed.
+    """
+    if db_file.stat().st_size == 0:
+        if not create:
+            raise StoreError(f"{db_file} is empty: it is not a mothx session database yet.")
+        return
+    probe = open_database(db_file, OpenMode.READ_ONLY)
+    try:
+        with probe.read() as conn:
+            schema = inspect_schema(conn)
+    finally:
+        probe.close()
+    if schema.status == "empty" and not create:
+        raise StoreError(f"{db_file} has no tables: it is not a mothx session database yet.")
