@@ -171,10 +171,12 @@ def inspect_schema(conn: sqlite3.Connection) -> SchemaInfo:
     newer = tuple(sorted(v for v in recorded if v > CURRENT_VERSION))
     expected = expected_layout()
     missing_tables = tuple(sorted(t for t in expected if t not in columns))
+    # A legacy schema_migrations (name + applied_at, no version) is read by name and upgraded by mothx itself:
+    # its shape is bookkeeping, not a missing part of the layout.
     missing_columns = {
         t: tuple(c for c in cols if c not in columns[t])
         for t, cols in expected.items()
-        if t in columns and any(c not in columns[t] for c in cols)
+        if t in columns and t != "schema_migrations" and any(c not in columns[t] for c in cols)
     }
     version = max((v for v in recorded if v <= CURRENT_VERSION), default=None)
     if newer:
