@@ -247,6 +247,8 @@ def test_read_mode_with_a_live_writer_sees_rows_only_in_the_wal(
     sd = open_session_dir(root, mode)
     try:
         assert session_ids(sd) == {BASE_ID, WAL_ID}
+        if mode is OpenMode.SNAPSHOT:
+            assert sd.db.private_copy is not None  # immutable=1 would have lost the -wal rows
         assert_refuses_writes(sd)
         assert folder_state(root) == before
 
@@ -291,6 +293,8 @@ def test_read_mode_on_a_copied_folder_with_a_wal(
     sd = open_session_dir(copy, mode)
     try:
         assert session_ids(sd) == {BASE_ID, WAL_ID}
+        if mode is OpenMode.SNAPSHOT:
+            assert sd.db.private_copy is not None
         assert_refuses_writes(sd)
         assert folder_state(copy) == before
         private = sd.db.private_copy
