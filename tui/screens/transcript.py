@@ -1,0 +1,377 @@
+"""The Transcript screen: the replay of one session as message blocks, with its markers, and its raw rows.
+
+Opening reads only cheap facts (``replay_plan``, the session summary, the turn markers and one row count) in
+a worker; the views then read keyset windows of what is on screen (see :mod:`tui.widgets.transcript_view`).
+Nothing here writes to the session directory in any open mode: ``e`` writes only the export file, which
+must lie outside it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from rich.style import Style
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from store import entries
+from store.entries import ReplayPlan
+from store.errors import StoreError
+from store.sessiondir import SessionDir
+from tui import actions
+from tui.actions import ActionSpec
+from tui.formatting import tildify
+from tui.widgets.export_dialog import ExportDialog, ExportRequest, inside
+from tui.widgets.header import AppHeader
+from tui.widgets.transcript_blocks import RAW_COLUMNS, item_copy_text, raw_header
+from tui.widgets.transcript_view import (
+    GUTTER,
+    RawEntriesView,
+    RawSource,
+    TranscriptSource,
+    TranscriptView,
+    WindowedView,
+)
+
+_A = actions.register
+_A(ActionSpec("transcript.raw", "toggle_raw", "R,tab", "Raw", "Switch between the replay and every raw entry row.", "transcript"))  # type: ignore[arg-type]
+_A(ActionSpec("transcript.next-turn", "next_turn", "n", "Next turn", "Jump to the next turn start.", "transcript"))  # type: ignore[arg-type]
+_A(ActionSpec("transcript.prev-turn", "prev_turn", "p", "Prev turn", "Jump to the previous turn start.", "transcript"))  # type: ignore[arg-type]
+_A(ActionSpec("transcript.next-marker", "next_marker", "right_square_bracket", "Next marker", "Jump to the next compaction or override.", "transcript", show=False, key_display="]"))  # type: ignore[arg-type]
+_A(ActionSpec("transcript.prev-marker", "prev_marker", "left_square_bracket", "Prev marker", "Jump to the previous compaction or override.", "transcript", show=False, key_display="["))  # type: ignore[arg-type]
+_A(ActionSpec("transcript.copy", "copy", "y", "Copy", "Copy the block under the cursor to the clipboard.", "transcript"))  # type: ignore[arg-type]
+_A(ActionSpec("transcript.export", "export", "e", "Export", "Write the transcript to a Markdown or JSON file outside the session directory.", "transcript"))  # type: ignore[arg-type]
+del _A
+
+
+@dataclass(frozen=True)
+class SessionFacts:
+    """What the title line shows, read once when the screen opens."""
+
+    session_id: str
+    title: str
+    cwd: str
+    channel: str
+    message_count: int | None
+    plan: ReplayPlan
+    turns: list[tuple[int, str, str]]
+    rows_before_window: int
+    note: str = ""          # why some details are missing ("" when none)
+
+
+class FactsLoaded(Message):
+    def __init__(self, facts: SessionFacts) -> None:
+        super().__init__()
+        self.facts = facts
+
+
+class FactsFailed(Message):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+class ExportFinished(Message):
+    def __init__(self, path: Path, chars: int, error: str = "") -> None:
+        super().__init__()
+        self.path = path
+        self.chars = chars
+        self.error = error
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def title_text(f: SessionFacts) -> Text:
+    """The two title lines: who the session is, and what its replay holds."""
+    plan = f.plan
+    t = Text(no_wrap=True, overflow="ellipsis", end="")
+    t.append(f.title or "(untitled)", Style(bold=True))
+    t.append(f"  ·  {f.session_id}", Style(dim=True))
+    if f.cwd:
+        t.append(f"  ·  {tildify(f.cwd)}")
+    if f.channel:
+        t.append(f"  ·  {f.channel}")
+    if f.message_count is not None:
+        t.append(f"  ·  {_plural(f.message_count, 'message')}")
+    t.append("\n")
+    replayed = plan.message_rows + (1 if plan.summary is not None else 0)
+    start = f"from seq {plan.window_start_seq:,}" if plan.window_start_seq else "from the start"
+    t.append(f"replay: {_plural(replayed, 'message')} {start}")
+    if plan.compactions:
+        skipped = sum(1 for c in plan.compactions if not c.applied)
+        t.append(f"  ·  {_plural(len(plan.compactions), 'compaction')}")
+        if skipped:
+            t.append(f" ({skipped:,} skipped)", Style(bold=True, color="yellow"))
+    if plan.overrides:
+        t.append(f"  ·  {_plural(len(plan.overrides), 'override')}")
+    t.append(f"  ·  {_plural(plan.total_rows, 'entry row')}", Style(dim=True))
+    if plan.corrupt_rows > 0:
+        t.append(f"  ·  ✗ {_plural(plan.corrupt_rows, 'corrupt row')}", Style(bold=True, color="red"))
+    if f.note:
+        t.append(f"  ·  {f.note}", Style(dim=True))
+    return t
+
+
+class TranscriptScreen(Screen[None]):
+    """One session: the replay as blocks (or every raw row), turn / marker jumps, copy and export."""
+
+    CSS_PATH = "transcript.tcss"
+    BINDINGS: ClassVar = actions.bindings("transcript")
+    HELP_TITLE: ClassVar[str] = "Transcript screen"
+    AUTO_FOCUS = "#transcript-view"
+
+    def __init__(self, sd: SessionDir, session_id: str) -> None:
+        super().__init__()
+        self.sd = sd
+        self.session_id = session_id
+        self.facts: SessionFacts | None = None
+        self.error = ""
+        self.raw_mode = False
+        self._raw_started = False
+
+    # --- layout -----------------------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield AppHeader(section="Transcript")
+        yield Static(f"Opening session {self.session_id}…", id="transcript-title", markup=False)
+        yield Static(raw_header(200), id="raw-columns", markup=False)
+        yield TranscriptView(id="transcript-view")
+        yield RawEntriesView(id="raw-view")
+        yield Static("", id="transcript-status", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#raw-view").display = False
+        self.query_one("#raw-columns").display = False
+        self._load_facts(self.sd, self.session_id)
+
+    @property
+    def transcript_view(self) -> TranscriptView:
+        return self.query_one("#transcript-view", TranscriptView)
+
+    @property
+    def raw_view(self) -> RawEntriesView:
+        return self.query_one("#raw-view", RawEntriesView)
+
+    @property
+    def active_view(self) -> WindowedView:
+        return self.raw_view if self.raw_mode else self.transcript_view
+
+    # --- loading ----------------------------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="transcript-facts", exit_on_error=False, description="Read the session's replay plan")
+    def _load_facts(self, sd: SessionDir, session_id: str) -> None:
+        from store.errors import AmbiguousSessionId, SessionNotFound
+
+        title, cwd, channel, count, note = "", "", "", None, ""
+        try:
+            try:
+                from store.sessions import get_session
+
+                summary = get_session(sd, session_id)
+            except (SessionNotFound, AmbiguousSessionId):
+                raise
+            except Exception as exc:  # noqa: BLE001 - the title is optional; the replay still shows
+                note = f"session details unavailable: {exc}"
+            else:
+                session_id = summary.id
+                title, cwd, count = summary.title or summary.preview, summary.cwd, summary.message_count
+                channel = summary.channel_type + (f":{summary.channel_id}" if summary.channel_id else "")
+            plan = entries.replay_plan(sd, session_id)
+            if note and plan.total_rows == 0:
+                raise SessionNotFound(f"No session has the id {session_id!r}.")
+            turns = entries.turn_markers(sd, session_id)
+            before = entries.row_count(sd, session_id, before_seq=plan.window_start_seq) if plan.window_start_seq else 0
+        except StoreError as exc:
+            self.post_message(FactsFailed(str(exc)))
+            return
+        except Exception as exc:  # noqa: BLE001 - one line, never a traceback
+            self.post_message(FactsFailed(f"The session could not be read: {exc}"))
+            return
+        self.post_message(FactsLoaded(SessionFacts(
+            session_id=session_id, title=title, cwd=cwd, channel=channel, message_count=count, plan=plan,
+            turns=turns, rows_before_window=before, note=note,
+        )))
+
+    @on(FactsLoaded)
+    def _facts_loaded(self, message: FactsLoaded) -> None:
+        f = message.facts
+        self.facts = f
+        self.session_id = f.session_id
+        self.query_one("#transcript-title", Static).update(title_text(f))
+        self.transcript_view.set_source(TranscriptSource(self.sd, f.plan, f.turns, base_rows=f.rows_before_window))
+        if self.raw_mode:
+            self._start_raw()
+
+    @on(FactsFailed)
+    def _facts_failed(self, message: FactsFailed) -> None:
+        self.error = message.text
+        self.query_one("#transcript-title", Static).update(Text(f"✗ {message.text}", style=Style(bold=True, color="red")))
+        self.transcript_view.show_text(f"✗ {message.text}")
+        self.raw_view.show_text(f"✗ {message.text}")
+        self.notify(message.text, title="Cannot show the transcript", severity="error")
+
+    @on(WindowedView.Failed)
+    def _view_failed(self, message: WindowedView.Failed) -> None:
+        self.notify(message.text, title="Cannot read entries", severity="error")
+
+    def _start_raw(self) -> None:
+        if self._raw_started or self.facts is None:
+            return
+        self._raw_started = True
+        self.raw_view.set_source(RawSource(self.sd, self.facts.session_id, self.facts.plan.total_rows))
+
+    # --- status -----------------------------------------------------------------------------------------------
+
+    @on(WindowedView.Moved)
+    def _moved(self, message: WindowedView.Moved) -> None:
+        if message.view is self.active_view:
+            self._show_status()
+
+    def _show_status(self) -> None:
+        view = self.active_view
+        mode = "raw entries" if self.raw_mode else "replay"
+        parts = [mode]
+        item = view.cursor_item or view.anchor_item
+        if item is not None:
+            parts.append(f"cursor seq {item.seq:,}" if item.seq else "cursor: summary")
+        rank, total = view.position()
+        if total and view.items:
+            pct = 100 if view.at_end and self._shows_last(view) else int(100 * rank / max(1, total))
+            noun = "row" if self.raw_mode else "replay row"
+            parts.append(f"{noun} ~{int(rank):,} of {total:,} ({pct}%)")
+        if view.loading:
+            parts.append("reading…")
+        self.query_one("#transcript-status", Static).update("  ·  ".join(parts))
+
+    @staticmethod
+    def _shows_last(view: WindowedView) -> bool:
+        shown = view.visible_items()
+        return bool(shown) and shown[-1].key == view.items[-1].key
+
+    # --- actions ----------------------------------------------------------------------------------------------
+
+    def action_toggle_raw(self) -> None:
+        self.raw_mode = not self.raw_mode
+        self.transcript_view.display = not self.raw_mode
+        self.raw_view.display = self.raw_mode
+        columns = self.query_one("#raw-columns", Static)
+        columns.display = self.raw_mode
+        if self.raw_mode:
+            columns.update(" " * GUTTER + raw_header(max(20, self.size.width - GUTTER - 1)))
+            self._start_raw()
+        self.active_view.focus()
+        self._show_status()
+
+    def _turn_starts(self) -> list[int]:
+        if self.facts is None:
+            return []
+        start = 0 if self.raw_mode else self.facts.plan.window_start_seq
+        return [seq for seq, kind, _ in self.facts.turns if kind == "turn_start" and seq >= start]
+
+    def _marker_seqs(self) -> list[int]:
+        if self.facts is None:
+            return []
+        plan = self.facts.plan
+        seqs = {c.seq for c in plan.compactions if self.raw_mode or c.seq >= plan.window_start_seq}
+        seqs |= {ov.seq for ov in plan.overrides.values()}
+        return sorted(seqs)
+
+    def _current_seq(self) -> int | None:
+        view = self.active_view
+        item = view.cursor_item or view.anchor_item
+        if item is None:
+            return None
+        return item.seq if item.key[0] == 2 else -1
+
+    def _jump(self, seqs: list[int], forward: bool, what: str) -> None:
+        if not seqs:
+            self.notify(f"This session has no {what}.", severity="warning", timeout=3)
+            return
+        here = self._current_seq()
+        if here is None:
+            return
+        if forward:
+            i = bisect.bisect_right(seqs, here)
+            target = seqs[i] if i < len(seqs) else None
+        else:
+            i = bisect.bisect_left(seqs, here)
+            target = seqs[i - 1] if i > 0 else None
+        if target is None:
+            self.notify(f"No {'later' if forward else 'earlier'} {what}.", timeout=2)
+            return
+        self.active_view.jump_to_seq(target)
+
+    def action_next_turn(self) -> None:
+        self._jump(self._turn_starts(), True, "turn")
+
+    def action_prev_turn(self) -> None:
+        self._jump(self._turn_starts(), False, "turn")
+
+    def action_next_marker(self) -> None:
+        self._jump(self._marker_seqs(), True, "compaction or override")
+
+    def action_prev_marker(self) -> None:
+        self._jump(self._marker_seqs(), False, "compaction or override")
+
+    def action_copy(self) -> None:
+        item = self.active_view.cursor_item
+        if item is None:
+            self.notify("Nothing under the cursor to copy.", severity="warning", timeout=3)
+            return
+        text, what = item_copy_text(item)
+        via = "clipboard"
+        try:
+            import pyperclip
+
+            pyperclip.copy(text)
+        except Exception:  # noqa: BLE001 - pyperclip has no backend here (no xclip / wl-copy): use OSC 52
+            self.app.copy_to_clipboard(text)
+            via = "terminal clipboard (OSC 52)"
+        self.notify(f"Copied {what} to the {via}: {_plural(len(text), 'character')}.", timeout=3)
+
+    def action_export(self) -> None:
+        if self.facts is None:
+            self.notify("The session is not loaded yet.", severity="warning", timeout=3)
+            return
+        self.app.push_screen(ExportDialog(self.facts.session_id, self.sd.root), self._export_chosen)
+
+    def _export_chosen(self, request: ExportRequest | None) -> None:
+        if request is not None:
+            self._export(request)
+
+    @work(thread=True, exclusive=True, group="transcript-export", exit_on_error=False, description="Export the transcript")
+    def _export(self, request: ExportRequest) -> None:
+        path = request.path
+        try:
+            if inside(path, self.sd.root):
+                raise StoreError("Exports are never written inside the session directory.")
+            make = entries.export_json if request.format == "json" else entries.export_markdown
+            text = make(self.sd, self.session_id)
+            path.write_text(text, encoding="utf-8")
+        except StoreError as exc:
+            self.post_message(ExportFinished(path, 0, str(exc)))
+        except OSError as exc:
+            self.post_message(ExportFinished(path, 0, f"{path} could not be written: {exc.strerror or exc}."))
+        else:
+            self.post_message(ExportFinished(path, len(text)))
+
+    @on(ExportFinished)
+    def _export_finished(self, message: ExportFinished) -> None:
+        if message.error:
+            self.notify(message.error, title="Export failed", severity="error")
+        else:
+            self.notify(f"Exported to {tildify(message.path)} ({_plural(message.chars, 'character')}).",
+                        title="Export")
+
+
+__all__ = ["RAW_COLUMNS", "SessionFacts", "TranscriptScreen", "title_text"]

@@ -1,0 +1,190 @@
+"""The export dialog: pick Markdown or JSON and a file path; the Transcript screen writes the file.
+
+``push_screen(ExportDialog(session_id, session_root), callback)`` calls back with an :class:`ExportRequest`, or
+``None`` when cancelled. The dialog refuses a path inside the session directory (an export never writes
+there, whatever the open mode), a missing folder and an existing folder; an existing file is replaced only
+after a second press of Export.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, RadioButton, RadioSet, Static
+
+ExportFormat = Literal["markdown", "json"]
+EXTENSIONS: dict[str, str] = {"markdown": ".md", "json": ".json"}
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """What to export where. ``path`` is expanded (``~``) and absolute."""
+
+    format: ExportFormat
+    path: Path
+
+
+def default_export_path(session_id: str, fmt: ExportFormat = "markdown") -> str:
+    """``~/<session id>.md`` (or ``.json``), as typed text."""
+    return f"~/{session_id}{EXTENSIONS[fmt]}"
+
+
+def inside(path: Path, folder: Path) -> bool:
+    """True when ``path`` is ``folder`` or lies under it (symlinks resolved where they exist)."""
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def check_export_path(text: str, session_root: Path | None) -> tuple[Path | None, str]:
+    """``(path, problem)``: the expanded absolute path, or None and one sentence saying why not."""
+    text = text.strip()
+    if not text:
+        return None, "Type a file path."
+    path = Path(text).expanduser()
+    if not path.is_absolute():
+        path = Path.cwd() / path
+    if session_root is not None and inside(path, session_root):
+        return None, "Exports are never written inside the session directory: choose another folder."
+    if path.is_dir():
+        return None, f"{path} is a folder: add a file name."
+    if not path.parent.is_dir():
+        return None, f"The folder {path.parent} does not exist."
+    return path, ""
+
+
+class ExportDialog(ModalScreen["ExportRequest | None"]):
+    """Format (Markdown / JSON), file path, Export / Cancel."""
+
+    HELP_TITLE: ClassVar[str] = "Export dialog"
+    AUTO_FOCUS = "#export-path"
+    BINDINGS: ClassVar = [
+        Binding("escape", "cancel", "Cancel", id="export.cancel", tooltip="Close the dialog without writing a file."),
+    ]
+
+    DEFAULT_CSS = """
+    ExportDialog {
+        align: center middle;
+        background: $background 60%;
+    }
+    ExportDialog > #export-box {
+        width: 84;
+        max-width: 96%;
+        height: auto;
+        border: round $primary;
+        border-title-color: $primary;
+        border-title-style: bold;
+        background: $surface;
+        padding: 0 1;
+    }
+    ExportDialog #export-format {
+        width: 100%;
+        height: auto;
+        layout: horizontal;
+        border: none;
+        padding: 0;
+        margin: 1 0 0 0;
+        background: $surface;
+    }
+    ExportDialog #export-format > RadioButton {
+        width: auto;
+        margin-right: 3;
+    }
+    ExportDialog #export-label {
+        margin: 1 0 0 0;
+        color: $foreground-muted;
+    }
+    ExportDialog #export-path {
+        margin: 0;
+    }
+    ExportDialog #export-note {
+        height: auto;
+        min-height: 1;
+        color: $foreground-muted;
+    }
+    ExportDialog #export-note.-problem {
+        color: $error;
+        text-style: bold;
+    }
+    ExportDialog #export-note.-warning {
+        color: $warning;
+        text-style: bold;
+    }
+    ExportDialog #export-buttons {
+        height: auto;
+        align-horizontal: right;
+        margin: 1 0 0 0;
+    }
+    ExportDialog Button {
+        margin-left: 2;
+    }
+    """
+
+    def __init__(self, session_id: str, session_root: Path | None = None, fmt: ExportFormat = "markdown") -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.session_root = session_root
+        self.format: ExportFormat = fmt
+        self._armed_overwrite: Path | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="export-box") as box:
+            box.border_title = "Export transcript"
+            with RadioSet(id="export-format"):
+                yield RadioButton("Markdown (.md)", value=self.format == "markdown", id="export-markdown")
+                yield RadioButton("JSON (.json)", value=self.format == "json", id="export-json")
+            yield Static("File (outside the session directory):", id="export-label", markup=False)
+            yield Input(default_export_path(self.session_id, self.format), id="export-path")
+            yield Static("enter or Export writes the file · esc cancels", id="export-note", markup=False)
+            with Horizontal(id="export-buttons"):
+                yield Button("Cancel", id="export-cancel")
+                yield Button("Export", id="export-ok", variant="primary")
+
+    def _note(self, text: str, kind: str = "") -> None:
+        note = self.query_one("#export-note", Static)
+        note.update(text)
+        note.set_class(kind == "problem", "-problem")
+        note.set_class(kind == "warning", "-warning")
+
+    @on(RadioSet.Changed, "#export-format")
+    def _format_changed(self, event: RadioSet.Changed) -> None:
+        new: ExportFormat = "json" if event.pressed.id == "export-json" else "markdown"
+        if new == self.format:
+            return
+        old_ext, new_ext = EXTENSIONS[self.format], EXTENSIONS[new]
+        self.format = new
+        field = self.query_one("#export-path", Input)
+        if field.value.endswith(old_ext):
+            field.value = field.value[: -len(old_ext)] + new_ext
+        self._armed_overwrite = None
+
+    @on(Input.Changed, "#export-path")
+    def _path_changed(self) -> None:
+        self._armed_overwrite = None
+        self._note("enter or Export writes the file · esc cancels")
+
+    @on(Input.Submitted, "#export-path")
+    @on(Button.Pressed, "#export-ok")
+    def _submit(self) -> None:
+        path, problem = check_export_path(self.query_one("#export-path", Input).value, self.session_root)
+        if path is None:
+            self._note(problem, "problem")
+            return
+        if path.exists() and self._armed_overwrite != path:
+            self._armed_overwrite = path
+            self._note(f"{path.name} exists: press Export again to replace it.", "warning")
+            return
+        self.dismiss(ExportRequest(self.format, path))
+
+    @on(Button.Pressed, "#export-cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,972 @@
+"""Line-API views over a keyset window of a session: the replay (``TranscriptView``) and the raw rows
+(``RawEntriesView``).
+
+Scroll model
+------------
+Blocks have variable height (wrapped text), and the session may hold 50,000 entries, so the view never
+knows the height of the whole document. Instead it keeps:
+
+* a **window**: a contiguous run of items (messages, markers, rows) ordered by ``(section, seq)``, covering
+  every body item with ``lo <= seq <= hi`` (``lo is None``: from the very start, the head included;
+  ``hi is None``: through the end). Pages are fetched by keyset (``after_seq=hi`` / ``before_seq=lo``) in
+  thread workers, ahead of the viewport in both directions, and the window is trimmed on the far side so
+  memory stays bounded however far one scrolls;
+* an **anchor**: the item at the top of the viewport and the line offset inside its block. Scrolling moves
+  the anchor line by line across block boundaries; prepending or trimming items never moves it, because it
+  is a key, not an index;
+* an LRU of rendered blocks keyed by (item, width), so a block is wrapped once.
+
+The scrollbar (the last column) is drawn by the view: its thumb sits at rows-before-anchor / total rows,
+where rows-before is counted once per fetched page (``row_count(before_seq=...)``) and interpolated by seq
+inside the page. Clicking it jumps to that fraction of the session.
+
+Workers only read and ``post_message`` a typed result; the handlers own all state. A result whose
+generation is stale (the user jumped meanwhile) or whose edge no longer matches the window is dropped.
+"""
+
+from __future__ import annotations
+
+import bisect
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import events, on, work
+from textual.cache import LRUCache
+from textual.message import Message
+from textual.strip import Strip
+from textual.widget import Widget
+
+from store import entries
+from store.entries import CompactionInfo, EntryRow, ReplayMessage, ReplayPlan
+from store.errors import StoreError
+from store.sessiondir import SessionDir
+from tui import actions
+from tui.actions import ActionSpec
+from tui.widgets.transcript_blocks import (
+    SECTION_BODY,
+    SECTION_PREAMBLE,
+    SECTION_SUMMARY,
+    OverrideMark,
+    Palette,
+    TurnMark,
+    ViewItem,
+    render_item,
+)
+
+BIG_SEQ = 2**62
+MESSAGE_PAGE = 60        # replay messages per keyset fetch
+ROW_PAGE = 200           # raw rows per keyset fetch
+PREFETCH_ITEMS = 30      # fetch ahead when fewer loaded items than this lie beyond the viewport
+MAX_ITEMS = 600          # window cap: items beyond it, far from the anchor, are dropped
+KEEP_BEHIND = 150        # items kept on the far side of the anchor when trimming
+GUTTER = 2
+SCROLLBAR = 1
+
+Direction = Literal["replace", "after", "before"]
+Position = tuple[int, int]   # (item index, line inside its block)
+
+
+_A = actions.register
+_A(ActionSpec("transcript-view.line-down", "scroll_lines(1)", "j", "Line down", "Scroll down one line.", "transcript-view", show=False, palette=False))  # type: ignore[arg-type]
+_A(ActionSpec("transcript-view.line-up", "scroll_lines(-1)", "k", "Line up", "Scroll up one line.", "transcript-view", show=False, palette=False))  # type: ignore[arg-type]
+_A(ActionSpec("transcript-view.next-block", "cursor(1)", "down", "Next block", "Move the cursor to the next block.", "transcript-view", show=False, palette=False))  # type: ignore[arg-type]
+_A(ActionSpec("transcript-view.prev-block", "cursor(-1)", "up", "Previous block", "Move the cursor to the previous block.", "transcript-view", show=False, palette=False))  # type: ignore[arg-type]
+_A(ActionSpec("transcript-view.page-down", "page(1)", "space,pagedown", "Page down", "Scroll down one screen.", "transcript-view", show=False, palette=False))  # type: ignore[arg-type]
+_A(ActionSpec("transcript-view.page-up", "page(-1)", "b,pageup", "Page up", "Scroll up one screen.", "transcript-view", show=False, palette=False))  # type: ignore[arg-type]
+_A(ActionSpec("transcript-view.first", "first", "g,home", "First", "Jump to the first entry.", "transcript-view"))  # type: ignore[arg-type]
+_A(ActionSpec("transcript-view.last", "last", "G,end", "Last", "Jump to the last entry.", "transcript-view"))  # type: ignore[arg-type]
+del _A
+
+
+# ---------------------------------------------------------------------------------------------- sources
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Items read by one fetch, in key order, and the seq interval they cover."""
+
+    items: tuple[ViewItem, ...]
+    lo: int | None       # lowest covered body seq; None: from the very start (head included)
+    hi: int | None       # highest covered body seq; None: through the end
+    rows_read: int       # rows returned by the store for this chunk
+
+
+@dataclass(frozen=True)
+class JumpTarget:
+    """Where the anchor goes when a replacing chunk arrives."""
+
+    kind: Literal["start", "end", "seq"]
+    seq: int = 0
+
+
+class WindowSource(ABC):
+    """Reads pages for a view. Called from worker threads only; holds immutable facts."""
+
+    total: int = 0
+
+    @abstractmethod
+    def after(self, hi: int | None) -> Chunk:
+        """Items with seq > ``hi`` (from the very start when ``hi`` is None)."""
+
+    @abstractmethod
+    def before(self, lo: int | None) -> Chunk:
+        """Items with seq < ``lo`` (through the end when ``lo`` is None)."""
+
+    @abstractmethod
+    def rank_of_seq(self, seq: int) -> int:
+        """Rows of the view before ``seq`` (for the scrollbar)."""
+
+    @abstractmethod
+    def seq_at_rank(self, rank: int) -> int | None:
+        """The seq of the row at position ``rank``, or None when there are no rows."""
+
+    def around(self, seq: int) -> Chunk:
+        back = self.before(seq)
+        ahead = self.after(seq - 1)
+        return Chunk(back.items + ahead.items, back.lo, ahead.hi, back.rows_read + ahead.rows_read)
+
+    def fetch(self, direction: Direction, edge: int | None, target: JumpTarget | None) -> Chunk:
+        if direction == "after":
+            return self.after(edge)
+        if direction == "before":
+            return self.before(edge)
+        assert target is not None
+        if target.kind == "start":
+            return self.after(None)
+        if target.kind == "end":
+            return self.before(None)
+        return self.around(target.seq)
+
+
+def _interpolate(items: list[ViewItem], first_rank: int, last_rank: int) -> list[ViewItem]:
+    """Give body items a rank between ``first_rank`` (their lowest seq) and ``last_rank`` (their highest)."""
+    body = [it.seq for it in items if it.key[0] == SECTION_BODY]
+    if not body:
+        return items
+    s0, s1 = min(body), max(body)
+    span = max(1, s1 - s0)
+    out: list[ViewItem] = []
+    for it in items:
+        if it.key[0] != SECTION_BODY:
+            out.append(it)
+            continue
+        rank = first_rank + (last_rank - first_rank) * (it.seq - s0) / span
+        out.append(ViewItem(it.key, it.kind, it.payload, rank))
+    return out
+
+
+class _RankMixin:
+    sd: SessionDir
+    session_id: str
+    base_rows: int
+    total: int
+
+    def rank_of_seq(self, seq: int) -> int:
+        return max(0, entries.row_count(self.sd, self.session_id, before_seq=seq) - self.base_rows)
+
+    def seq_at_rank(self, rank: int) -> int | None:
+        first = entries.rows_page(self.sd, self.session_id, limit=1)
+        last = entries.rows_page(self.sd, self.session_id, before_seq=BIG_SEQ, limit=1)
+        if not first or not last:
+            return None
+        want = self.base_rows + max(0, rank)
+        lo, hi = first[0].seq, last[0].seq
+        while lo < hi:  # smallest seq whose row has at least `want` rows before it
+            mid = (lo + hi) // 2
+            if entries.row_count(self.sd, self.session_id, before_seq=mid + 1) > want:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+
+class TranscriptSource(_RankMixin, WindowSource):
+    """The replay: ``replay_page`` windows, with compaction and turn markers merged in at their seq."""
+
+    def __init__(self, sd: SessionDir, plan: ReplayPlan, turns: list[tuple[int, str, str]], *,
+                 base_rows: int = 0, page: int = MESSAGE_PAGE) -> None:
+        self.sd = sd
+        self.plan = plan
+        self.session_id = plan.session_id
+        self.page = page
+        self.base_rows = base_rows                       # rows before the replay window
+        self.total = max(1, plan.total_rows - base_rows)
+        start = plan.window_start_seq
+        summary_id = plan.summary.entry_id if plan.summary is not None else None
+        head: list[ViewItem] = [
+            ViewItem((SECTION_PREAMBLE, c.seq), "compaction" if c.entry_id == summary_id else "earlier_compaction", c)
+            for c in plan.compactions if c.seq < start
+        ]
+        if plan.summary is not None:
+            head.append(ViewItem((SECTION_SUMMARY, plan.summary.seq), "summary", plan.summary))
+        self.head = tuple(head)
+        markers: list[ViewItem] = [
+            ViewItem((SECTION_BODY, c.seq), "compaction", c) for c in plan.compactions if c.seq >= start
+        ]
+        markers += [
+            ViewItem((SECTION_BODY, ov.seq), "override", OverrideMark(ov.seq, target, ov))
+            for target, ov in plan.overrides.items() if ov.seq >= start
+        ]
+        markers += [
+            ViewItem((SECTION_BODY, seq), kind, TurnMark(seq, kind, turn_id))
+            for seq, kind, turn_id in turns if seq >= start and kind in ("turn_start", "turn_end")
+        ]
+        markers.sort(key=lambda it: it.key)
+        self.markers = tuple(markers)
+        self._marker_seqs = [m.seq for m in markers]
+
+    def _markers(self, lo: int | None, hi: int | None) -> list[ViewItem]:
+        """Markers with ``lo <= seq <= hi`` (None: unbounded)."""
+        i = 0 if lo is None else bisect.bisect_left(self._marker_seqs, lo)
+        j = len(self.markers) if hi is None else bisect.bisect_right(self._marker_seqs, hi)
+        return list(self.markers[i:j])
+
+    def _page(self, *, after: int | None = None, before: int | None = None) -> tuple[list[ReplayMessage], bool, int]:
+        got = entries.replay_page(self.sd, self.plan, after_seq=after, before_seq=before, limit=self.page)
+        msgs = [m for m in got if m.kind != "compaction_summary"]
+        # A backward page carries the summary only once no earlier message remains.
+        short = len(msgs) < self.page or (before is not None and len(msgs) != len(got))
+        return msgs, short, len(got)
+
+    def _chunk(self, msgs: list[ReplayMessage], lo: int | None, hi: int | None, n: int) -> Chunk:
+        body = [ViewItem((SECTION_BODY, m.seq), "message", m) for m in msgs]
+        body += self._markers(lo, hi)
+        body.sort(key=lambda it: it.key)
+        if body:
+            s0, s1 = body[0].seq, body[-1].seq
+            body = _interpolate(body, self.rank_of_seq(s0), self.rank_of_seq(s1))
+        items = (list(self.head) if lo is None else []) + body
+        return Chunk(tuple(items), lo, hi, n)
+
+    def after(self, hi: int | None) -> Chunk:
+        msgs, short, n = self._page(after=hi)
+        new_hi = None if short or not msgs else msgs[-1].seq
+        lo_bound = None if hi is None else hi + 1
+        chunk = self._chunk(msgs, lo_bound, new_hi, n)
+        return Chunk(chunk.items, None if hi is None else chunk.lo, new_hi, n)
+
+    def before(self, lo: int | None) -> Chunk:
+        msgs, short, n = self._page(before=BIG_SEQ if lo is None else lo)
+        new_lo = None if short or not msgs else msgs[0].seq
+        hi_bound = None if lo is None else lo - 1
+        chunk = self._chunk(msgs, new_lo, hi_bound, n)
+        return Chunk(chunk.items, new_lo, None if lo is None else hi_bound, n)
+
+
+class RawSource(_RankMixin, WindowSource):
+    """Every entry row in seq order (``rows_page``), one item per row."""
+
+    def __init__(self, sd: SessionDir, session_id: str, total_rows: int, *, page: int = ROW_PAGE) -> None:
+        self.sd = sd
+        self.session_id = session_id
+        self.base_rows = 0
+        self.total = max(1, total_rows)
+        self.page = page
+
+    def _chunk(self, rows: list[EntryRow], lo: int | None, hi: int | None) -> Chunk:
+        base = self.rank_of_seq(rows[0].seq) if rows else 0
+        items = tuple(ViewItem((SECTION_BODY, r.seq), "row", r, float(base + i)) for i, r in enumerate(rows))
+        return Chunk(items, lo, hi, len(rows))
+
+    def after(self, hi: int | None) -> Chunk:
+        rows = entries.rows_page(self.sd, self.session_id, after_seq=hi, limit=self.page)
+        new_hi = None if len(rows) < self.page else rows[-1].seq
+        return Chunk(self._chunk(rows, hi, new_hi).items, None if hi is None else hi + 1, new_hi, len(rows))
+
+    def before(self, lo: int | None) -> Chunk:
+        rows = entries.rows_page(self.sd, self.session_id, before_seq=BIG_SEQ if lo is None else lo, limit=self.page)
+        new_lo = None if len(rows) < self.page else rows[0].seq
+        return Chunk(self._chunk(rows, new_lo, lo).items, new_lo, None if lo is None else lo - 1, len(rows))
+
+
+# ---------------------------------------------------------------------------------------------- the view
+
+
+class WindowedView(Widget, can_focus=True):
+    """A Line-API view over a keyset window (see the module docstring for the scroll model)."""
+
+    COMPONENT_CLASSES = {
+        "windowed-view--user", "windowed-view--assistant", "windowed-view--tool", "windowed-view--error",
+        "windowed-view--thinking", "windowed-view--marker", "windowed-view--warning", "windowed-view--muted",
+        "windowed-view--override", "windowed-view--system", "windowed-view--turn", "windowed-view--cursor",
+        "windowed-view--scrollbar", "windowed-view--scrollbar-thumb",
+    }
+
+    DEFAULT_CSS = """
+    WindowedView {
+        height: 1fr;
+        background: $surface;
+        color: $foreground;
+    }
+    WindowedView > .windowed-view--user { color: $accent; text-style: bold; }
+    WindowedView > .windowed-view--assistant { color: $success; text-style: bold; }
+    WindowedView > .windowed-view--tool { color: $secondary; }
+    WindowedView > .windowed-view--error { color: $error; text-style: bold; }
+    WindowedView > .windowed-view--thinking { color: $text-muted; text-style: italic; }
+    WindowedView > .windowed-view--marker { color: $warning; }
+    WindowedView > .windowed-view--warning { color: $warning; text-style: bold; }
+    WindowedView > .windowed-view--muted { color: $text-muted; }
+    WindowedView > .windowed-view--override { color: $primary; text-style: bold; }
+    WindowedView > .windowed-view--system { color: $warning-darken-1; }
+    WindowedView > .windowed-view--turn { color: $text-disabled; }
+    WindowedView > .windowed-view--cursor { color: $accent; background: $boost; }
+    WindowedView > .windowed-view--scrollbar { color: $scrollbar-background; background: $scrollbar-background; }
+    WindowedView > .windowed-view--scrollbar-thumb { color: $scrollbar; background: $scrollbar; }
+    WindowedView:focus > .windowed-view--scrollbar-thumb { color: $scrollbar-hover; background: $scrollbar-hover; }
+    """
+
+    BINDINGS: ClassVar = actions.bindings("transcript-view")
+    HELP_TITLE: ClassVar[str] = "Transcript view"
+
+    class ChunkLoaded(Message):
+        """A worker read a page (posted to the view that asked for it)."""
+
+        def __init__(self, generation: int, direction: Direction, edge: int | None,
+                     target: JumpTarget | None, chunk: Chunk) -> None:
+            super().__init__()
+            self.generation = generation
+            self.direction = direction
+            self.edge = edge
+            self.target = target
+            self.chunk = chunk
+
+    class FetchFailed(Message):
+        """A worker could not read a page; ``text`` is one sentence."""
+
+        def __init__(self, generation: int, direction: Direction, text: str) -> None:
+            super().__init__()
+            self.generation = generation
+            self.direction = direction
+            self.text = text
+
+    class Moved(Message):
+        """The view scrolled or its cursor moved (coalesced; read the view's properties for the state)."""
+
+        def __init__(self, view: WindowedView) -> None:
+            super().__init__()
+            self.view = view
+
+        @property
+        def control(self) -> WindowedView:
+            return self.view
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, WindowedView.Moved) and message.view is self.view
+
+    class Failed(Message):
+        """Bubbled to the screen when a page could not be read."""
+
+        def __init__(self, view: WindowedView, text: str) -> None:
+            super().__init__()
+            self.view = view
+            self.text = text
+
+    def __init__(self, *, empty_text: str = "Loading…", name: str | None = None, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self._source: WindowSource | None = None
+        self._items: list[ViewItem] = []
+        self._keys: list[tuple[int, int]] = []
+        self._lo: int | None = None
+        self._hi: int | None = None
+        self._anchor: tuple[tuple[int, int], int] | None = None    # (item key, line offset)
+        self._cursor: tuple[int, int] | None = None
+        self._generation = 0
+        self._pending: set[str] = set()
+        self._pending_lines = 0
+        self._pending_cursor = 0
+        self._blocks: LRUCache[tuple[tuple[int, int], int], list[Strip]] = LRUCache(512)
+        self._layout: list[Position] | None = None
+        self._thumb: tuple[int, int] = (0, 0)
+        self._palette: Palette | None = None
+        self._text = empty_text
+        self.rows_read = 0          # rows the store returned to this view (diagnostics and tests)
+        self.fetches = 0
+
+    # ------------------------------------------------------------------ public state
+
+    @property
+    def source(self) -> WindowSource | None:
+        return self._source
+
+    @property
+    def items(self) -> list[ViewItem]:
+        """The loaded window (a copy)."""
+        return list(self._items)
+
+    @property
+    def at_start(self) -> bool:
+        return bool(self._items) and self._lo is None
+
+    @property
+    def at_end(self) -> bool:
+        return bool(self._items) and self._hi is None
+
+    @property
+    def loading(self) -> bool:
+        return bool(self._pending)
+
+    @property
+    def cursor_item(self) -> ViewItem | None:
+        if self._cursor is None:
+            return None
+        i = self._index(self._cursor)
+        return self._items[i] if i is not None else None
+
+    @property
+    def anchor_item(self) -> ViewItem | None:
+        pos = self._anchor_pos()
+        return self._items[pos[0]] if pos else None
+
+    def visible_items(self) -> list[ViewItem]:
+        """Items with at least one line on screen, in order."""
+        seen: list[int] = []
+        for i, _ in self._get_layout():
+            if i >= 0 and (not seen or seen[-1] != i):
+                seen.append(i)
+        return [self._items[i] for i in seen]
+
+    def position(self) -> tuple[float, int]:
+        """(rows before the top of the view, total rows) as the scrollbar shows them."""
+        item = self.anchor_item
+        total = self._source.total if self._source else 0
+        if item is None:
+            return 0.0, total
+        return (0.0 if item.key[0] != SECTION_BODY else item.rank), total
+
+    # ------------------------------------------------------------------ loading
+
+    def set_source(self, source: WindowSource, target: JumpTarget = JumpTarget("start")) -> None:
+        """Show ``source`` from ``target`` (drops whatever was loaded)."""
+        self._source = source
+        self._text = "Loading…"
+        self._replace(target)
+
+    def show_text(self, text: str) -> None:
+        """Drop the window and show one line instead (an error, or why there is nothing)."""
+        self._generation += 1
+        self._pending.clear()
+        self._items, self._keys = [], []
+        self._anchor = self._cursor = None
+        self._text = text
+        self._changed()
+
+    def _replace(self, target: JumpTarget) -> None:
+        self._generation += 1
+        self._pending.clear()
+        self._pending_lines = self._pending_cursor = 0
+        self._request("replace", None, target)
+
+    def _request(self, direction: Direction, edge: int | None, target: JumpTarget | None = None) -> None:
+        if self._source is None or direction in self._pending:
+            return
+        self._pending.add(direction)
+        self.fetches += 1
+        self._fetch(self._source, self._generation, direction, edge, target)
+
+    @work(thread=True, exit_on_error=False, group="window-fetch", description="read a page of entries")
+    def _fetch(self, source: WindowSource, generation: int, direction: Direction, edge: int | None,
+               target: JumpTarget | None) -> None:
+        try:
+            chunk = source.fetch(direction, edge, target)
+        except StoreError as exc:
+            self.post_message(self.FetchFailed(generation, direction, str(exc)))
+        except Exception as exc:  # noqa: BLE001 - a screen shows one line, never a traceback
+            self.post_message(self.FetchFailed(generation, direction, f"Could not read entries: {exc}"))
+        else:
+            self.post_message(self.ChunkLoaded(generation, direction, edge, target, chunk))
+
+    @on(FetchFailed)
+    def _on_fetch_failed(self, event: FetchFailed) -> None:
+        event.stop()
+        if event.generation != self._generation:
+            return
+        self._pending.discard(event.direction)
+        if event.direction == "replace" or not self._items:
+            self.show_text(f"✗ {event.text}")
+        self.post_message(self.Failed(self, event.text))
+
+    @on(ChunkLoaded)
+    def _on_chunk_loaded(self, event: ChunkLoaded) -> None:
+        event.stop()
+        if event.generation != self._generation:
+            return  # stale: the user jumped since this page was asked for
+        self._pending.discard(event.direction)
+        chunk = event.chunk
+        self.rows_read += chunk.rows_read
+        if event.direction == "replace":
+            self._items = list(chunk.items)
+            self._lo, self._hi = chunk.lo, chunk.hi
+            self._rekey()
+            self._place(event.target or JumpTarget("start"))
+            if not self._items:
+                self._text = "No entries."
+        elif event.direction == "after":
+            if event.edge != self._hi or self._hi is None or not self._items:
+                self._changed()
+                return  # the window moved since; this page no longer joins it
+            self._items.extend(chunk.items)
+            self._hi = chunk.hi
+            self._rekey()
+            self._trim_front()
+        else:
+            if event.edge != self._lo or self._lo is None or not self._items:
+                self._changed()
+                return
+            self._items[:0] = chunk.items
+            self._lo = chunk.lo
+            self._rekey()
+            self._trim_back()
+        self._apply_pending()
+        self._changed()
+
+    def _rekey(self) -> None:
+        self._keys = [it.key for it in self._items]
+        self._layout = None
+
+    def _trim_front(self) -> None:
+        pos = self._anchor_pos()
+        if len(self._items) <= MAX_ITEMS or pos is None:
+            return
+        cut = min(len(self._items) - MAX_ITEMS, pos[0] - KEEP_BEHIND)
+        while 0 < cut < len(self._items) and self._items[cut].key[0] != SECTION_BODY:
+            cut += 1
+        if cut <= 0:
+            return
+        self._items = self._items[cut:]
+        self._lo = self._items[0].seq
+        self._rekey()
+        if self._cursor is not None and self._index(self._cursor) is None:
+            self._cursor = self._items[self._anchor_pos()[0]].key if self._anchor_pos() else None
+
+    def _trim_back(self) -> None:
+        pos = self._anchor_pos()
+        if len(self._items) <= MAX_ITEMS or pos is None:
+            return
+        keep = max(MAX_ITEMS, pos[0] + KEEP_BEHIND)
+        if keep >= len(self._items):
+            return
+        self._items = self._items[:keep]
+        self._hi = self._items[-1].seq
+        self._rekey()
+        if self._cursor is not None and self._index(self._cursor) is None:
+            self._cursor = self._items[pos[0]].key
+
+    def _apply_pending(self) -> None:
+        lines, self._pending_lines = self._pending_lines, 0
+        if lines:
+            self.scroll_lines(lines)
+        moves, self._pending_cursor = self._pending_cursor, 0
+        if moves:
+            self.move_cursor(moves)
+
+    # ------------------------------------------------------------------ geometry
+
+    def _index(self, key: tuple[int, int]) -> int | None:
+        i = bisect.bisect_left(self._keys, key)
+        return i if i < len(self._keys) and self._keys[i] == key else None
+
+    def _anchor_pos(self) -> Position | None:
+        if self._anchor is None or not self._items:
+            return None
+        key, offset = self._anchor
+        i = self._index(key)
+        if i is None:
+            i = min(bisect.bisect_left(self._keys, key), len(self._items) - 1)
+            offset = 0
+        return i, min(offset, self._height(i) - 1)
+
+    def _set_anchor(self, pos: Position) -> None:
+        self._anchor = (self._items[pos[0]].key, pos[1])
+        self._layout = None
+
+    @property
+    def _content_width(self) -> int:
+        return max(20, self.size.width - GUTTER - SCROLLBAR)
+
+    def _get_palette(self) -> Palette:
+        if self._palette is None:
+            base = self.rich_style
+
+            def st(name: str) -> Style:
+                return self.get_component_rich_style(f"windowed-view--{name}", partial=True)
+
+            self._palette = Palette(
+                base=base, user=st("user"), assistant=st("assistant"), tool=st("tool"), error=st("error"),
+                thinking=st("thinking"), marker=st("marker"), warning=st("warning"), muted=st("muted"),
+                override=st("override"), system=st("system"), turn=st("turn"),
+            )
+        return self._palette
+
+    def _block(self, i: int) -> list[Strip]:
+        item = self._items[i]
+        width = self._content_width
+        cache_key = (item.key, width)
+        strips = self._blocks.get(cache_key)
+        if strips is None:
+            pal = self._get_palette()
+            console = self.app.console
+            strips = [
+                Strip(list(line.render(console, end="")), line.cell_len).adjust_cell_length(width, pal.base)
+                for line in render_item(item, width, pal, console)
+            ] or [Strip.blank(width, pal.base)]
+            self._blocks[cache_key] = strips
+        return strips
+
+    def _height(self, i: int) -> int:
+        return len(self._block(i))
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._palette = None
+        self._blocks.clear()
+        self._layout = None
+
+    def _end_position(self) -> Position:
+        """The anchor that puts the last line of the window at the bottom of the viewport."""
+        height = max(1, self.size.height)
+        total = 0
+        for i in range(len(self._items) - 1, -1, -1):
+            total += self._height(i)
+            if total >= height:
+                return i, total - height
+        return 0, 0
+
+    def _clamp(self, pos: Position) -> Position:
+        if self._hi is None and self._items:
+            end = self._end_position()
+            if pos > end:
+                return end
+        return pos
+
+    def _get_layout(self) -> list[Position]:
+        """For each line of the viewport: (item index, line in block); (-1, 0) blank, (-2, 0) loading."""
+        if self._layout is not None and len(self._layout) == self.size.height:
+            return self._layout
+        height = self.size.height
+        layout: list[Position] = []
+        pos = self._anchor_pos()
+        if pos is not None:
+            i, o = pos
+            while len(layout) < height and i < len(self._items):
+                h = self._height(i)
+                layout.extend((i, line) for line in range(o, min(h, o + height - len(layout))))
+                i, o = i + 1, 0
+        if len(layout) < height and (not self._items or self._hi is not None):
+            layout.append((-2, 0))
+        layout.extend([(-1, 0)] * (height - len(layout)))
+        self._layout = layout
+        self._thumb = self._compute_thumb(layout)
+        return layout
+
+    def _compute_thumb(self, layout: list[Position]) -> tuple[int, int]:
+        """Scrollbar thumb rows: top at rows-before-anchor / total, length the share of rows on screen."""
+        height = len(layout)
+        shown = [(i, line) for i, line in layout if i >= 0]
+        if self._source is None or not shown:
+            return 0, 0
+        total = max(1, self._source.total)
+        first, last = self._items[shown[0][0]], self._items[shown[-1][0]]
+        r0 = first.rank if first.key[0] == SECTION_BODY else 0.0
+        r1 = (last.rank if last.key[0] == SECTION_BODY else 0.0) + 1
+        if self._lo is None and self._anchor_pos() == (0, 0):
+            r0 = 0.0
+        last_i = len(self._items) - 1
+        if self._hi is None and shown[-1] == (last_i, self._height(last_i) - 1):
+            r1 = float(total)
+        size = max(1, min(height, round(height * max(0.0, r1 - r0) / total)))
+        top = height - size if r1 >= total else min(height - size, max(0, round(height * r0 / total)))
+        return top, top + size
+
+    def _changed(self) -> None:
+        self._layout = None
+        self.refresh()
+        if self.size.height and self._items:
+            self._prefetch()
+        self.post_message(self.Moved(self))
+
+    def _prefetch(self) -> None:
+        layout = self._get_layout()
+        shown = [i for i, _ in layout if i >= 0]
+        if not shown:
+            if self._items and self._hi is not None:
+                self._request("after", self._hi)
+            return
+        if self._hi is not None and len(self._items) - 1 - shown[-1] < PREFETCH_ITEMS:
+            self._request("after", self._hi)
+        if self._lo is not None and shown[0] < PREFETCH_ITEMS:
+            self._request("before", self._lo)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._layout = None
+        if self._anchor_pos() is not None:
+            self._set_anchor(self._clamp(self._anchor_pos()))  # type: ignore[arg-type]
+        self._changed()
+
+    # ------------------------------------------------------------------ drawing
+
+    def render_line(self, y: int) -> Strip:
+        layout = self._get_layout()
+        pal = self._get_palette()
+        width = self._content_width
+        if y >= len(layout):
+            return Strip.blank(self.size.width, pal.base)
+        i, line = layout[y]
+        cursor_style = self.get_component_rich_style("windowed-view--cursor")
+        if i >= 0:
+            content = self._block(i)[line]
+            mark = "▌ " if self._items[i].key == self._cursor else "  "
+            gutter = Strip([Segment(mark, cursor_style if mark.strip() else pal.base)])
+        else:
+            text = ""
+            if i == -2:
+                text = self._text if not self._items else ("… loading" if self._pending else "…")
+            content = Strip([Segment(text[:width], Style.combine([pal.base, pal.muted]))]).adjust_cell_length(
+                width, pal.base)
+            gutter = Strip([Segment("  ", pal.base)])
+        top, bottom = self._thumb
+        bar_style = self.get_component_rich_style(
+            "windowed-view--scrollbar-thumb" if top <= y < bottom else "windowed-view--scrollbar")
+        bar = Strip([Segment(" ", bar_style)])
+        return Strip.join([gutter, content, bar]).adjust_cell_length(self.size.width, pal.base)
+
+    # ------------------------------------------------------------------ moving
+
+    def scroll_lines(self, n: int) -> None:
+        """Move the view ``n`` lines (negative: up), across block boundaries and page fetches."""
+        pos = self._anchor_pos()
+        if pos is None or n == 0:
+            return
+        i, o = pos
+        left = n
+        while left > 0:
+            room = self._height(i) - 1 - o
+            if left <= room:
+                o, left = o + left, 0
+            elif i + 1 < len(self._items):
+                left -= room + 1
+                i, o = i + 1, 0
+            else:
+                o, left = o + room, left - room
+                break
+        while left < 0:
+            if -left <= o:
+                o, left = o + left, 0
+            elif i > 0:
+                left += o + 1
+                i = i - 1
+                o = self._height(i) - 1
+            else:
+                left, o = left + o, 0
+                break
+        self._set_anchor(self._clamp((i, o)))
+        if left > 0 and self._hi is not None:
+            self._pending_lines = left
+            self._request("after", self._hi)
+        elif left < 0 and self._lo is not None:
+            self._pending_lines = left
+            self._request("before", self._lo)
+        self._follow_cursor()
+        self._changed()
+
+    def _follow_cursor(self) -> None:
+        """Keep the cursor on screen after a scroll: onto the first (or last) block whose top is visible."""
+        shown = [(i, line) for i, line in self._get_layout() if i >= 0]
+        if not shown:
+            return
+        cur = self._index(self._cursor) if self._cursor is not None else None
+        if cur is not None and shown[0][0] <= cur <= shown[-1][0]:
+            return
+        blocks = [i for i, line in shown if not self._items[i].is_rule]
+        tops = [i for i, line in shown if line == 0 and not self._items[i].is_rule]
+        candidates = tops or blocks or [shown[0][0]]
+        pick = candidates[-1] if cur is not None and cur > shown[-1][0] else candidates[0]
+        self._cursor = self._items[pick].key
+
+    def move_cursor(self, delta: int) -> None:
+        """Move the cursor ``delta`` blocks (turn rules are skipped) and scroll it into view."""
+        if not self._items:
+            return
+        cur = self._index(self._cursor) if self._cursor is not None else None
+        if cur is None:
+            pos = self._anchor_pos()
+            cur = pos[0] if pos else 0
+        step = 1 if delta > 0 else -1
+        for _ in range(abs(delta)):
+            j = cur + step
+            while 0 <= j < len(self._items) and self._items[j].is_rule:
+                j += step
+            if 0 <= j < len(self._items):
+                cur = j
+                continue
+            if step > 0 and self._hi is not None:
+                self._pending_cursor += step
+                self._request("after", self._hi)
+            elif step < 0 and self._lo is not None:
+                self._pending_cursor += step
+                self._request("before", self._lo)
+            break
+        self._cursor = self._items[cur].key
+        self._scroll_into_view(cur)
+        self._changed()
+
+    def _scroll_into_view(self, idx: int) -> None:
+        pos = self._anchor_pos()
+        if pos is None:
+            return
+        height = max(1, self.size.height)
+        ai, ao = pos
+        if idx < ai or (idx == ai and ao > 0):
+            self._set_anchor(self._clamp((idx, 0)))
+            return
+        top = -ao + sum(self._height(k) for k in range(ai, idx))
+        bottom = top + self._height(idx)
+        if bottom <= height:
+            return
+        if self._height(idx) >= height:
+            self._set_anchor(self._clamp((idx, 0)))
+        else:
+            self.scroll_lines(bottom - height)
+
+    def jump_to_seq(self, seq: int) -> None:
+        """Put the first item with seq >= ``seq`` at the top (reading a window around it when needed)."""
+        inside = (self._lo is None or seq >= self._lo) and (self._hi is None or seq <= self._hi)
+        if self._items and inside:
+            i = bisect.bisect_left(self._keys, (SECTION_BODY, seq))
+            if i < len(self._items):
+                self._go_to(i)
+                return
+            if self._hi is None:
+                self.action_last()
+                return
+        self._replace(JumpTarget("seq", seq))
+
+    def _go_to(self, i: int) -> None:
+        self._set_anchor(self._clamp((i, 0)))
+        j = i
+        while j < len(self._items) - 1 and self._items[j].is_rule:
+            j += 1
+        self._cursor = self._items[j].key
+        self._changed()
+
+    def _place(self, target: JumpTarget) -> None:
+        """Anchor a freshly replaced window at ``target``."""
+        self._layout = None
+        if not self._items:
+            self._anchor = self._cursor = None
+            return
+        if target.kind == "end":
+            self._set_anchor(self._end_position())
+            j = len(self._items) - 1
+            while j > 0 and self._items[j].is_rule:
+                j -= 1
+            self._cursor = self._items[j].key
+            return
+        i = 0
+        if target.kind == "seq":
+            i = min(bisect.bisect_left(self._keys, (SECTION_BODY, target.seq)), len(self._items) - 1)
+        self._set_anchor(self._clamp((i, 0)))
+        j = i
+        while j < len(self._items) - 1 and self._items[j].is_rule:
+            j += 1
+        self._cursor = self._items[j].key
+
+    # ------------------------------------------------------------------ actions and input
+
+    def action_scroll_lines(self, n: int) -> None:
+        self.scroll_lines(n)
+
+    def action_page(self, direction: int) -> None:
+        self.scroll_lines(direction * max(1, self.size.height - 1))
+
+    def action_cursor(self, delta: int) -> None:
+        self.move_cursor(delta)
+
+    def action_first(self) -> None:
+        if self._source is None:
+            return
+        if self._items and self._lo is None:
+            self._go_to(0)
+        else:
+            self._replace(JumpTarget("start"))
+
+    def action_last(self) -> None:
+        if self._source is None:
+            return
+        if self._items and self._hi is None:
+            self._place(JumpTarget("end"))
+            self._changed()
+        else:
+            self._replace(JumpTarget("end"))
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        event.stop()
+        event.prevent_default()
+        self.scroll_lines(3)
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        event.stop()
+        event.prevent_default()
+        self.scroll_lines(-3)
+
+    def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return
+        x, y = offset
+        if x >= self.size.width - SCROLLBAR and self._source is not None and self.size.height:
+            self._jump_to_fraction(y / max(1, self.size.height - 1))
+            return
+        layout = self._get_layout()
+        if 0 <= y < len(layout) and layout[y][0] >= 0:
+            self._cursor = self._items[layout[y][0]].key
+            self._changed()
+
+    def _jump_to_fraction(self, fraction: float) -> None:
+        if self._source is None:
+            return
+        if fraction <= 0:
+            self.action_first()
+        elif fraction >= 1:
+            self.action_last()
+        else:
+            self._generation += 1
+            self._pending.clear()
+            self._seek(self._source, self._generation, int(fraction * self._source.total))
+
+    @work(thread=True, exit_on_error=False, exclusive=True, group="window-seek", description="find a position")
+    def _seek(self, source: WindowSource, generation: int, rank: int) -> None:
+        try:
+            seq = source.seq_at_rank(rank)
+            chunk = source.around(seq) if seq is not None else source.after(None)
+        except StoreError as exc:
+            self.post_message(self.FetchFailed(generation, "replace", str(exc)))
+        except Exception as exc:  # noqa: BLE001
+            self.post_message(self.FetchFailed(generation, "replace", f"Could not read entries: {exc}"))
+        else:
+            target = JumpTarget("seq", seq) if seq is not None else JumpTarget("start")
+            self.post_message(self.ChunkLoaded(generation, "replace", None, target, chunk))
+
+
+class TranscriptView(WindowedView):
+    """The replay of one session as message blocks, with compaction, override and turn markers."""
+
+    def markers_of(self, kinds: set[str]) -> list[int]:
+        """Seqs of the source's markers of these kinds (for n/p and [/] navigation)."""
+        src = self._source
+        if not isinstance(src, TranscriptSource):
+            return []
+        return [m.seq for m in src.markers if m.kind in kinds]
+
+
+class RawEntriesView(WindowedView):
+    """Every entry row of the session in seq order; unparsable rows in red with their parse error."""
+
+
+__all__ = [
+    "BIG_SEQ", "Chunk", "CompactionInfo", "JumpTarget", "RawEntriesView", "RawSource", "TranscriptSource",
+    "TranscriptView", "WindowSource", "WindowedView",
+]
