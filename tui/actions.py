@@ -19,11 +19,11 @@ import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from textual.binding import Binding
 
-Scope = Literal["app", "sessions", "session-list", "welcome", "help", "confirm"]
+Scope = str
+"""Where an action's binding lives: "app", "sessions", "session-list", "transcript", … (one per node type)."""
 
 SCOPE_TITLES: dict[str, str] = {
     "app": "Everywhere",
@@ -65,6 +65,10 @@ class ActionSpec:
 
 
 _REGISTRY: dict[str, ActionSpec] = {}
+
+ACTION_MODULES: list[str] = ["tui.screens.transcript"]
+"""Modules that register more actions when imported (screens opened later). The app imports them in the
+background after the first paint, then checks the user's keymap against the complete registry."""
 
 
 def register(spec: ActionSpec) -> ActionSpec:
@@ -125,16 +129,16 @@ def check_write(action: str, writable: bool) -> bool | None:
 A = register
 
 # Everywhere (App.BINDINGS)
-A(ActionSpec("app.help", "help", "question_mark", "Help", "Show the keys of the focused widget, this screen and the app.", "app", key_display="?"))
+A(ActionSpec("app.help", "help", "question_mark,f1", "Help", "Show the keys of the focused widget, this screen and the app.", "app"))
 A(ActionSpec("app.palette", "command_palette", "ctrl+p", "Palette", "Open the command palette: every action, themes, open a session.", "app", show=False, priority=True, palette=False))
-A(ActionSpec("app.jump", "jump", "colon", "Jump", "Jump to a section (Sessions, …).", "app", key_display=":"))
+A(ActionSpec("app.jump", "jump", "colon", "Jump", "Jump to a section (Sessions, …).", "app"))
 A(ActionSpec("app.theme-cycle", "cycle_theme", "ctrl+t", "Theme", "Switch to the next theme; the choice is remembered.", "app", show=False))
 A(ActionSpec("app.back", "back", "escape", "Back", "Close this screen and go back.", "app", show=False))
 A(ActionSpec("app.quit", "quit", "q", "Quit", "Quit Sessionscope.", "app"))
 A(ActionSpec("app.force-quit", "quit", "ctrl+q", "Quit", "Quit Sessionscope from anywhere, even while typing.", "app", show=False, priority=True, palette=False))
 
 # Sessions screen
-A(ActionSpec("sessions.filter", "filter", "slash", "Filter", "Type to filter sessions by id, work dir, channel or text.", "sessions", key_display="/"))
+A(ActionSpec("sessions.filter", "filter", "slash", "Filter", "Type to filter sessions by id, work dir, channel or text.", "sessions"))
 A(ActionSpec("sessions.clear-filter", "clear_filter", "escape", "Clear", "Clear the filter and facet; close the filter box.", "sessions", show=False))
 A(ActionSpec("sessions.sort", "cycle_sort", "s", "Sort", "Sort by the next key: last active, title, messages, work dir, created.", "sessions"))
 A(ActionSpec("sessions.reverse", "reverse_sort", "S", "Reverse", "Reverse the sort order.", "sessions", show=False))
@@ -187,7 +191,8 @@ def parse_keymap(text: str, source: str = "keymap.toml") -> KeymapLoad:
     """Read ``[keymap] action_id = "key"`` from TOML text.
 
     Dotted ids may be written bare (``sessions.filter = "F"``, which TOML reads as a nested table) or quoted.
-    A value may be a string (``"j,down"``) or a list of keys. Unknown ids and bad values are reported, not fatal.
+    A value may be a string (``"j,down"``) or a list of keys. Bad values are reported, not fatal. Ids are not
+    checked here (screens register their actions when first imported): see :func:`unknown_ids`.
     """
     try:
         data = tomllib.loads(text)
@@ -199,9 +204,6 @@ def parse_keymap(text: str, source: str = "keymap.toml") -> KeymapLoad:
     keymap: dict[str, str] = {}
     problems: list[str] = []
     for action_id, value in _flatten(table):
-        if action_id not in _REGISTRY:
-            problems.append(f"{source}: unknown action id '{action_id}'.")
-            continue
         if isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value):
             keys = ",".join(v.strip() for v in value)
         elif isinstance(value, str) and value.strip():
@@ -211,6 +213,24 @@ def parse_keymap(text: str, source: str = "keymap.toml") -> KeymapLoad:
             continue
         keymap[action_id] = keys
     return KeymapLoad(keymap=keymap, problems=tuple(problems))
+
+
+def unknown_ids(keymap: dict[str, str]) -> list[str]:
+    """The ids of ``keymap`` that no registered action has (check after :data:`ACTION_MODULES` are imported)."""
+    return [action_id for action_id in keymap if action_id not in _REGISTRY]
+
+
+def import_action_modules() -> list[str]:
+    """Import every module of :data:`ACTION_MODULES`; return one line per module that failed to import."""
+    import importlib
+
+    failures: list[str] = []
+    for name in ACTION_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - a missing screen must not stop the app
+            failures.append(f"{name}: {type(exc).__name__}: {exc}")
+    return failures
 
 
 def load_keymap(path: Path) -> KeymapLoad:

@@ -18,8 +18,8 @@ from textual.reactive import reactive
 
 from store.db import OpenMode
 from tui import actions
-from tui.formatting import tildify
-from tui.messages import DemoReady, IntegrityChecked, SessionResolved, StoreFailed, StoreOpened
+from tui.formatting import describe_error, tildify
+from tui.messages import DemoReady, IntegrityChecked, KeymapChecked, SessionResolved, StoreFailed, StoreOpened
 from tui.theming import DEFAULT_THEME, THEMES_DIR, load_themes, remember_theme, remembered_theme
 from tui.widgets.badge import badge_text
 
@@ -104,25 +104,38 @@ class SessionscopeApp(App[None]):
         self._open_store(self.session_dir, self.mode)
 
     def _apply_user_keymap(self) -> None:
-        loaded = actions.load_keymap(actions.keymap_path())
+        path = actions.keymap_path()
+        loaded = actions.load_keymap(path)
         self.user_keymap = dict(loaded.keymap)
         if loaded.keymap:
             self.set_keymap(loaded.keymap)
+            # Ids of screens not imported yet are only known once their modules are: check after the first paint.
+            self.call_after_refresh(self._check_keymap, str(path), dict(loaded.keymap))
         for problem in loaded.problems:
             self.notify(problem, title="Keymap", severity="warning")
 
+    @work(thread=True, exclusive=True, group="keymap", exit_on_error=False, description="Check the keymap")
+    def _check_keymap(self, source: str, keymap: dict[str, str]) -> None:
+        failures = actions.import_action_modules()
+        unknown = actions.unknown_ids(keymap)
+        self.post_message(KeymapChecked(source, unknown, failures))
+
+    @on(KeymapChecked)
+    def _keymap_checked(self, message: KeymapChecked) -> None:
+        for action_id in message.unknown:
+            self.notify(f"{tildify(message.source)}: unknown action id '{action_id}'.", title="Keymap", severity="warning")
+
     @work(thread=True, exclusive=True, group="store-open", exit_on_error=False, description="Open the session directory")
     def _open_store(self, path: Path, mode: OpenMode) -> None:
-        from store.errors import StoreError
         from store.sessiondir import open_session_dir
 
         try:
             sd = open_session_dir(path, mode)
-        except StoreError as exc:
-            self.post_message(StoreFailed(path, str(exc)))
-            return
         except OSError as exc:
             self.post_message(StoreFailed(path, f"{path} cannot be read: {exc.strerror or exc}."))
+            return
+        except Exception as exc:  # noqa: BLE001 - StoreError (or a bug) becomes one line on an error screen
+            self.post_message(StoreFailed(path, describe_error(exc)))
             return
         self.post_message(StoreOpened(sd))
 
@@ -165,12 +178,10 @@ class SessionscopeApp(App[None]):
 
     @work(thread=True, exclusive=True, group="integrity", exit_on_error=False, description="Integrity check")
     def _quick_check(self, sd: SessionDir) -> None:
-        from store.errors import StoreError
-
         try:
             result = sd.db.quick_check()
-        except StoreError as exc:
-            self.post_message(IntegrityChecked(False, str(exc)))
+        except Exception as exc:  # noqa: BLE001 - a failed check is a result to show
+            self.post_message(IntegrityChecked(False, describe_error(exc)))
             return
         self.post_message(IntegrityChecked(result.strip().lower() == "ok", result))
 
@@ -191,8 +202,6 @@ class SessionscopeApp(App[None]):
 
     @work(thread=True, exclusive=True, group="demo", exit_on_error=False, description="Build the demo directory")
     def _build_demo(self) -> None:
-        from store.errors import StoreError
-
         try:
             from store.demo import ensure_demo
 
@@ -200,8 +209,8 @@ class SessionscopeApp(App[None]):
         except ImportError:
             self.post_message(StoreFailed(None, "The demo builder (store.demo) is not available in this build."))
             return
-        except (StoreError, OSError) as exc:
-            self.post_message(StoreFailed(None, f"The demo directory could not be built: {exc}"))
+        except Exception as exc:  # noqa: BLE001 - shown on the error screen as one line
+            self.post_message(StoreFailed(None, f"The demo directory could not be built: {describe_error(exc)}"))
             return
         self.post_message(DemoReady(path))
 
@@ -296,13 +305,12 @@ class SessionscopeApp(App[None]):
 
     @work(thread=True, exclusive=True, group="resolve-session", exit_on_error=False, description="Find a session")
     def _resolve_session(self, sd: SessionDir, text: str) -> None:
-        from store.errors import StoreError
-        from store.sessions import get_session
-
         try:
+            from store.sessions import get_session
+
             summary = get_session(sd, text)
-        except StoreError as exc:
-            self.post_message(SessionResolved("", str(exc)))
+        except Exception as exc:  # noqa: BLE001 - SessionNotFound / AmbiguousSessionId, or a bug: one line
+            self.post_message(SessionResolved("", describe_error(exc)))
             return
         self.post_message(SessionResolved(summary.id))
 

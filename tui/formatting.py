@@ -51,3 +51,13 @@ def utc_minutes(stamp: str) -> str:
 def one_line(text: str) -> str:
     """Whitespace (newlines, tabs) collapsed to single spaces."""
     return " ".join(text.split())
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for an exception a worker caught: the store's own sentence, or the type and message of a bug."""
+    from store.errors import StoreError
+
+    if isinstance(exc, StoreError):
+        return one_line(str(exc))
+    text = one_line(str(exc))
+    return f"Unexpected {type(exc).__name__}: {text}" if text else f"Unexpected {type(exc).__name__}."

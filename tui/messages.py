@@ -42,6 +42,16 @@ class DemoReady(Message):
         self.path = path
 
 
+class KeymapChecked(Message):
+    """The user keymap was checked against the complete action registry."""
+
+    def __init__(self, source: str, unknown: list[str], import_failures: list[str]) -> None:
+        super().__init__()
+        self.source = source
+        self.unknown = unknown
+        self.import_failures = import_failures
+
+
 class IntegrityChecked(Message):
     """``PRAGMA quick_check`` finished: ``ok`` and the one-line result."""
 
@@ -87,12 +97,22 @@ class UnfilteredCounted(Message):
         self.total = total
 
 
+@dataclass(frozen=True)
+class FacetChoice:
+    """One entry of the facet picker: show sessions whose ``field`` equals ``value``."""
+
+    field: str  # "cwd" | "project_id" | "channel_type" (a SessionFilter field)
+    value: str
+    label: str
+    count: int | None = None
+
+
 class FacetsLoaded(Message):
     """The distinct work dirs, projects and channels, for the facet picker."""
 
-    def __init__(self, choices: list[tuple[str, str, str]]) -> None:
+    def __init__(self, choices: list[FacetChoice]) -> None:
         super().__init__()
-        self.choices = choices  # (label, field, value): field is "cwd" | "project_id" | "channel_type"
+        self.choices = choices
 
 
 class SessionResolved(Message):

@@ -12,8 +12,8 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
 from tui import actions
-from tui.formatting import tildify
-from tui.messages import FacetsLoaded, UnfilteredCounted
+from tui.formatting import describe_error, tildify
+from tui.messages import FacetChoice, FacetsLoaded, UnfilteredCounted
 from tui.widgets.header import AppHeader
 from tui.widgets.session_list import ListQuery, SessionList
 
@@ -118,12 +118,11 @@ class SessionsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="sessions-count", exit_on_error=False, description="Count sessions")
     def _count_all(self, sd: SessionDir) -> None:
-        from store.errors import StoreError
-        from store.sessions import count_sessions
-
         try:
+            from store.sessions import count_sessions
+
             total = count_sessions(sd)
-        except StoreError:
+        except Exception:  # noqa: BLE001 - the count is optional: the status line then omits "of M"
             return
         self.post_message(UnfilteredCounted(total))
 
@@ -220,25 +219,24 @@ class SessionsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="sessions-facets", exit_on_error=False, description="Read facets")
     def _load_facets(self, sd: SessionDir) -> None:
-        from store.errors import StoreError
-        from store.sessions import facets
-
         try:
+            from store.sessions import facets
+
             found = facets(sd)
-        except StoreError as exc:
-            self.app.call_from_thread(self.notify, str(exc), title="Cannot read facets", severity="error")
+        except Exception as exc:  # noqa: BLE001 - shown as one line, never a traceback
+            self.app.call_from_thread(self.notify, describe_error(exc), title="Cannot read facets", severity="error")
             return
-        choices: list[tuple[str, str, str]] = []
-        for cwd in getattr(found, "cwds", ()) or ():
-            if cwd:
-                choices.append((tildify(cwd), "cwd", cwd))
-        for project in getattr(found, "projects", ()) or ():
-            pid, name = _project_pair(project)
-            if pid:
-                choices.append((name or pid, "project_id", pid))
-        for channel in getattr(found, "channel_types", ()) or ():
-            if channel:
-                choices.append((channel, "channel_type", channel))
+        choices: list[FacetChoice] = []
+        for field, items in (
+            ("cwd", getattr(found, "cwds", ())),
+            ("project_id", getattr(found, "projects", ())),
+            ("channel_type", getattr(found, "channel_types", ())),
+        ):
+            for item in items or ():
+                value, label, count = _facet_item(item)
+                if not value:
+                    continue
+                choices.append(FacetChoice(field, value, tildify(label) if field == "cwd" else label, count))
         self.post_message(FacetsLoaded(choices))
 
     @on(FacetsLoaded)
@@ -248,10 +246,17 @@ class SessionsScreen(Screen[None]):
         commands: list[SimpleCommand] = []
         if self.facet is not None:
             commands.append(SimpleCommand("All sessions", lambda: self.set_facet(None), "Remove the facet filter."))
-        for label, field, value in message.choices:
-            title = FACET_TITLES[field].capitalize()
+        for choice in message.choices:
+            noun = FACET_TITLES.get(choice.field, choice.field)
+            name = f"{noun.capitalize()}: {choice.label}"
+            if choice.count is not None:
+                name += f"  ({choice.count:,})"
             commands.append(
-                SimpleCommand(f"{title}: {label}", lambda f=field, v=value, lab=label: self.set_facet((f, v, lab)), f"Show only sessions with this {FACET_TITLES[field]}.")
+                SimpleCommand(
+                    name,
+                    lambda c=choice: self.set_facet((c.field, c.value, c.label)),
+                    f"Show only sessions with this {noun}.",
+                )
             )
         if not commands:
             self.notify("There is nothing to filter by: no work dirs, projects or channels.")
@@ -299,9 +304,15 @@ class SessionsScreen(Screen[None]):
             open_transcript(message.session_id)
 
 
-def _project_pair(project: object) -> tuple[str, str]:
-    if isinstance(project, tuple) and len(project) >= 2:
-        return str(project[0]), str(project[1])
-    pid = getattr(project, "id", None) or getattr(project, "project_id", None) or ""
-    name = getattr(project, "name", None) or getattr(project, "project_name", None) or ""
-    return str(pid), str(name)
+def _facet_item(item: object) -> tuple[str, str, int | None]:
+    """(value, label, count) of one facet entry (a ``FacetValue``, a ``(value, label)`` pair or a string)."""
+    if isinstance(item, str):
+        return item, item, None
+    if isinstance(item, tuple):
+        value = str(item[0]) if item else ""
+        label = str(item[1]) if len(item) > 1 and item[1] else value
+        return value, label, None
+    value = str(getattr(item, "value", "") or "")
+    label = str(getattr(item, "label", "") or value)
+    count = getattr(item, "count", None)
+    return value, label, count if isinstance(count, int) else None

@@ -27,7 +27,7 @@ from textual.strip import Strip
 from textual.worker import get_current_worker
 
 from tui import actions
-from tui.formatting import one_line, tildify, utc_minutes
+from tui.formatting import describe_error, one_line, tildify, utc_minutes
 from tui.messages import SessionWindowFailed, SessionWindowLoaded, WindowRequest
 
 if TYPE_CHECKING:
@@ -306,13 +306,12 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
     def _read_window(self, sd: SessionDir, query: ListQuery, request: WindowRequest) -> None:
         if get_current_worker().is_cancelled:
             return
-        from store.errors import StoreError
-        from store.sessions import list_sessions
-
         try:
+            from store.sessions import list_sessions
+
             page = list_sessions(sd, query.flt, query.sort, query.descending, offset=request.offset, limit=request.limit)
-        except StoreError as exc:
-            self.post_message(SessionWindowFailed(request, str(exc)))
+        except Exception as exc:  # noqa: BLE001 - any failure becomes one line on screen, never a stuck list
+            self.post_message(SessionWindowFailed(request, describe_error(exc)))
             return
         self.post_message(SessionWindowLoaded(request, list(page.rows), page.total))
 

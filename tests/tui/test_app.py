@@ -1,0 +1,371 @@
+"""Pilot tests of the app shell: open modes, welcome and error screens, keymap, themes, help, read-only guard."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+from textual.widgets import Input, Static
+
+from store.db import OpenMode
+from tests.tui.appwait import settle
+from tui import actions
+from tui.app import SessionscopeApp
+from tui.screens.help import HelpScreen
+from tui.screens.sessions import SessionsScreen
+from tui.screens.welcome import OpenFailedScreen, WelcomeScreen
+from tui.widgets.badge import ModeBadge
+from tui.widgets.confirm import ConfirmDialog, ConfirmRequest
+from tui.widgets.session_list import SessionList
+
+SIZE = (120, 36)
+
+
+def _fingerprint(folder: Path) -> dict[str, str]:
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()
+    }
+
+
+def _static_text(widget: Static) -> str:
+    return str(widget.render())
+
+
+# --- open modes -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [OpenMode.READ_WRITE, OpenMode.READ_ONLY, OpenMode.SNAPSHOT])
+async def test_opens_demo_in_each_mode_with_its_badge(demo_dir: Path, mode: OpenMode) -> None:
+    before = _fingerprint(demo_dir)
+    app = SessionscopeApp(demo_dir, mode)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, SessionsScreen)
+        assert app.sd is not None and app.sd.mode is mode
+        assert app.screen.query_one(ModeBadge).text == mode.badge
+        session_list = app.screen.query_one(SessionList)
+        assert session_list.total and session_list.total > 0
+        assert session_list.visible_rows(), "the list shows rows"
+        location = _static_text(app.screen.query_one("#header-location", Static))
+        assert location.endswith("sessions")
+        assert app.integrity == "integrity ok"
+    if mode.is_read:
+        assert _fingerprint(demo_dir) == before, "a read mode changed a file"
+
+
+async def test_header_shows_home_as_tilde(demo_master: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(demo_master.parent))
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert _static_text(app.screen.query_one("#header-location", Static)) == "~/" + demo_master.name
+
+
+async def test_older_schema_is_read_only_with_a_notice(demo_dir: Path) -> None:
+    conn = sqlite3.connect(demo_dir / "sessions.db")
+    with conn:
+        conn.execute("DELETE FROM schema_migrations WHERE version = 43")
+    conn.close()
+    app = SessionscopeApp(demo_dir, OpenMode.READ_WRITE)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert app.sd is not None and not app.sd.writable
+        assert app.screen.query_one(ModeBadge).text == "READ-ONLY"
+        notice = app.screen.query_one("#notice", Static)
+        assert notice.display
+        assert "older" in _static_text(notice)
+
+
+# --- welcome and errors ---------------------------------------------------------------------------------------
+
+
+async def test_welcome_screen_when_no_session_dir() -> None:
+    from store.paths import default_session_dir
+    from tui.formatting import tildify
+
+    app = SessionscopeApp(None, OpenMode.READ_WRITE)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, WelcomeScreen)
+        title = _static_text(app.screen.query_one("#welcome-title", Static))
+        assert title == f"No mothx session directory at {tildify(default_session_dir())}"
+        await pilot.press("q")
+    assert app.return_code == 0
+
+
+async def test_welcome_d_opens_the_demo_read_write(demo_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import store.demo
+
+    calls: list[object] = []
+
+    def fake_ensure_demo(target_dir: Path | None = None) -> Path:
+        calls.append(target_dir)
+        return demo_dir
+
+    monkeypatch.setattr(store.demo, "ensure_demo", fake_ensure_demo)
+    app = SessionscopeApp(None, OpenMode.READ_WRITE)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("d")
+        await settle(pilot)
+        assert calls == [None]
+        assert isinstance(app.screen, SessionsScreen)
+        assert app.sd is not None and app.sd.root == demo_dir and app.sd.mode is OpenMode.READ_WRITE
+        assert app.screen.query_one(ModeBadge).text == "RW"
+        assert app.screen.query_one(SessionList).visible_rows()
+
+
+async def test_corrupt_sessions_db_shows_a_clear_error(tmp_path: Path) -> None:
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "sessions.db").write_bytes(b"this is not a database at all\n" * 100)
+    app = SessionscopeApp(folder, OpenMode.READ_WRITE)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, OpenFailedScreen)
+        error = _static_text(app.screen.query_one("#welcome-error", Static))
+        assert "sessions.db" in error and "not a SQLite database" in error
+        assert "Traceback" not in error and "\n" not in error
+        assert any("not a SQLite database" in str(n.message) for n in app._notifications)
+    assert app._exception is None
+
+
+async def test_missing_directory_shows_a_clear_error(tmp_path: Path) -> None:
+    app = SessionscopeApp(tmp_path / "nowhere", OpenMode.READ_ONLY)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, OpenFailedScreen)
+        assert "no sessions.db" in _static_text(app.screen.query_one("#welcome-error", Static))
+
+
+# --- keymap, help, themes -------------------------------------------------------------------------------------
+
+
+async def test_user_keymap_overrides_a_key(demo_master: Path) -> None:
+    from store.paths import config_dir
+
+    config = config_dir()
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "keymap.toml").write_text('[keymap]\nsessions.filter = "F"\n"list.down" = ["n", "down"]\n', encoding="utf-8")
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        session_list = app.screen.query_one(SessionList)
+        await pilot.press("slash")
+        assert not app.screen.query_one("#filter-bar").display, "the old key no longer opens the filter"
+        await pilot.press("n")
+        assert session_list.cursor == 1
+        await pilot.press("j")
+        assert session_list.cursor == 1, "j was replaced by n"
+        await pilot.press("F")
+        assert app.screen.query_one("#filter-bar").display
+        assert isinstance(app.focused, Input)
+
+
+async def test_keymap_with_unknown_id_is_reported_not_fatal(demo_master: Path) -> None:
+    from store.paths import config_dir
+
+    config = config_dir()
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "keymap.toml").write_text('[keymap]\nno.such-action = "x"\n', encoding="utf-8")
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        assert any("no.such-action" in str(n.message) for n in app._notifications)
+        assert isinstance(app.screen, SessionsScreen)
+
+
+async def test_help_lists_the_focused_widgets_bindings_first(demo_master: Path) -> None:
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        groups = app.screen.groups
+        assert groups[0].title == "Session list (focused)"
+        ids = {row.action_id: row for row in groups[0].rows}
+        assert {"list.down", "list.up", "list.open", "list.top", "list.bottom"} <= set(ids)
+        assert ids["list.down"].keys == ["j", "↓"]
+        assert ids["list.down"].description == "Down"
+        titles = [g.title for g in groups]
+        assert titles.index("Sessions screen") < titles.index("Everywhere")
+        screen_ids = {row.action_id for g in groups if g.title == "Sessions screen" for row in g.rows}
+        assert {"sessions.filter", "sessions.sort", "sessions.refresh"} <= screen_ids
+        await pilot.press("escape")
+        assert isinstance(app.screen, SessionsScreen)
+
+
+async def test_help_from_the_filter_box_lists_the_input_first(demo_master: Path) -> None:
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("slash")
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        assert app.screen.groups[0].title == "Input (focused)"
+
+
+async def test_theme_cycles_and_is_remembered(demo_master: Path) -> None:
+    from tui.theming import DEFAULT_THEME, remembered_theme, settings_path
+
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert app.theme == DEFAULT_THEME
+        names = app.theme_names
+        assert len(names) >= 2 and DEFAULT_THEME in names
+        await pilot.press("ctrl+t")
+        await pilot.pause()
+        expected = names[(names.index(DEFAULT_THEME) + 1) % len(names)]
+        assert app.theme == expected
+    assert remembered_theme() == expected
+    assert f'theme = "{expected}"' in settings_path().read_text(encoding="utf-8")
+    again = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with again.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert again.theme == expected
+
+
+async def test_palette_lists_actions_themes_and_open_session(demo_master: Path) -> None:
+    from tui.palette import SessionscopeCommands
+
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        provider = SessionscopeCommands(app.screen)
+        names = [hit.display for hit in [h async for h in provider.discover()]]
+        text = [str(n) for n in names]
+        assert any(t.startswith("Filter") for t in text)
+        assert any(t.startswith("Sort") for t in text)
+        assert "Open session…" in text
+        assert "Theme: sessionscope-light" in text
+        hits = [h async for h in provider.search("sessionscope-light")]
+        assert hits and str(hits[0].text) == "Theme: sessionscope-light"
+        hits[0].command()
+        await pilot.pause()
+        assert app.theme == "sessionscope-light"
+
+
+# --- read-only guard --------------------------------------------------------------------------------------------
+
+DUMMY = actions.ActionSpec(
+    "test.dummy-repair", "dummy_repair", "x", "Dummy repair", "A repair that only counts calls.", "sessions", writes=True
+)
+
+
+class DummyRepairScreen(SessionsScreen):
+    """The Sessions screen plus one write action, to test the read-mode guard."""
+
+    BINDINGS: ClassVar = [*SessionsScreen.BINDINGS, DUMMY.binding()]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def action_dummy_repair(self) -> None:
+        self.calls += 1
+
+
+@pytest.fixture
+def dummy_repair() -> object:
+    actions.register(DUMMY)
+    yield DUMMY
+    actions.unregister(DUMMY.id)
+
+
+@pytest.mark.parametrize(
+    ("mode", "allowed"), [(OpenMode.READ_WRITE, True), (OpenMode.READ_ONLY, False), (OpenMode.SNAPSHOT, False)]
+)
+async def test_read_modes_block_repair_actions(demo_dir: Path, dummy_repair: object, mode: OpenMode, allowed: bool) -> None:
+    from store.errors import ReadOnlyStore
+
+    app = SessionscopeApp(demo_dir, mode)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = DummyRepairScreen()
+        await app.push_screen(screen)
+        await settle(pilot)
+        assert screen.active_bindings["x"].enabled is allowed
+        await pilot.press("x")
+        assert screen.calls == (1 if allowed else 0)
+        assert app.sd is not None
+        if not allowed:
+            with pytest.raises(ReadOnlyStore):
+                app.sd.require_writable()
+
+
+def test_check_write_only_blocks_registered_write_actions(dummy_repair: object) -> None:
+    assert actions.check_write("dummy_repair", writable=False) is None
+    assert actions.check_write("dummy_repair", writable=True) is True
+    assert actions.check_write("cycle_sort", writable=False) is True
+
+
+# --- confirm dialog ---------------------------------------------------------------------------------------------
+
+
+async def test_confirm_dialog_defaults_to_cancel(demo_master: Path) -> None:
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    results: list[bool | None] = []
+    request = ConfirmRequest("Recover 2 runs", "run a → interrupted\nrun b → interrupted", affected=2, noun="run", hidden_by_filter=3, opened_by="R")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.push_screen(ConfirmDialog(request), results.append)
+        await pilot.pause()
+        assert app.focused is not None and app.focused.id == "confirm-cancel"
+        counts = _static_text(app.screen.query_one("#confirm-counts", Static))
+        assert counts == "2 runs will change. 3 more runs hidden by the filter are not included."
+        await pilot.press("enter")
+        await pilot.pause()
+        assert results == [False]
+        app.push_screen(ConfirmDialog(request), results.append)
+        await pilot.pause()
+        await pilot.press("R")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmDialog), "the opening key does not confirm"
+        await pilot.press("y")
+        await pilot.pause()
+        assert results == [False, True]
+
+
+async def test_confirm_dialog_with_a_phrase_needs_the_phrase(demo_master: Path) -> None:
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    results: list[bool | None] = []
+    request = ConfirmRequest("Delete 40 sessions", "40 sessions", affected=40, noun="session", phrase="delete 40")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.push_screen(ConfirmDialog(request), results.append)
+        await pilot.pause()
+        await pilot.press("y")
+        await pilot.pause()
+        assert results == [] and isinstance(app.screen, ConfirmDialog)
+        app.screen.query_one("#confirm-phrase", Input).value = "delete 40"
+        await pilot.press("y")
+        await pilot.pause()
+        assert results == [True]
+
+
+def test_confirm_key_must_differ_from_the_opening_key() -> None:
+    with pytest.raises(ValueError, match="cannot also confirm"):
+        ConfirmDialog(ConfirmRequest("x", "y", affected=1, opened_by="y"))
+
+
+# --- keymap parsing (no app) ------------------------------------------------------------------------------------
+
+
+def test_parse_keymap_accepts_dotted_and_quoted_ids() -> None:
+    loaded = actions.parse_keymap('[keymap]\nsessions.filter = "F"\n"list.down" = ["n", "down"]\nbogus = "x"\nlist.up = 3\n')
+    assert loaded.keymap == {"sessions.filter": "F", "list.down": "n,down", "bogus": "x"}
+    assert loaded.problems == ("keymap.toml: the key for 'list.up' must be a non-empty string.",)
+    assert actions.unknown_ids(loaded.keymap) == ["bogus"]
+    assert actions.parse_keymap("[keymap\n").problems[0].startswith("keymap.toml is not valid TOML")
+
+
+def test_every_binding_has_an_id_and_a_tooltip() -> None:
+    for owner in (SessionscopeApp, SessionsScreen, SessionList, WelcomeScreen, OpenFailedScreen, HelpScreen, ConfirmDialog):
+        for binding in owner.BINDINGS:
+            assert binding.id, f"{owner.__name__}: {binding.key} has no id"
+            assert binding.tooltip, f"{owner.__name__}: {binding.id} has no tooltip"
+            assert actions.find(binding.id) is not None

@@ -1,0 +1,313 @@
+"""Pilot tests of the Sessions screen and its Line-API list: filter, sort, open, refresh, windows, rendering."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from textual.widgets import Input, Static
+
+from store.db import OpenMode
+from tests.tui.appwait import settle
+from tui.app import SessionscopeApp
+from tui.formatting import tildify, utc_minutes
+from tui.messages import SessionWindowLoaded, WindowRequest
+from tui.screens.sessions import SessionsScreen
+from tui.widgets import session_list as session_list_module
+from tui.widgets.session_list import WINDOW, SessionList, fit, layout_columns
+
+SIZE = (120, 36)
+
+
+def make_session_dir(folder: Path, count: int) -> Path:
+    """A session directory with ``count`` sessions of one user message each, written by raw SQL."""
+    from store.sessiondir import open_session_dir
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with open_session_dir(folder, OpenMode.READ_WRITE, create=True) as sd, sd.db.write() as conn:
+        for i in range(count):
+            sid = f"{i:016x}"
+            stamp = f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:00Z"
+            conn.execute(
+                "INSERT INTO sessions (id, cwd, timestamp, channel_type) VALUES (?, ?, ?, 'local')",
+                (sid, f"/work/project-{i % 5}", stamp),
+            )
+            data = {
+                "type": "message",
+                "id": f"{i:08x}{0:08x}",
+                "parentId": None,
+                "timestamp": stamp,
+                "message": {"role": "user", "content": f"question number {i}"},
+            }
+            conn.execute(
+                "INSERT INTO entries (session_id, id, type, parent_id, timestamp, data) VALUES (?, ?, 'message', NULL, ?, ?)",
+                (sid, data["id"], stamp, json.dumps(data)),
+            )
+    return folder
+
+
+@pytest.fixture(scope="module")
+def big_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_session_dir(tmp_path_factory.mktemp("big") / "sessions", 1000)
+
+
+def _status(app: SessionscopeApp) -> str:
+    return str(app.screen.query_one("#status-count", Static).render())
+
+
+# --- filter, sort, open -------------------------------------------------------------------------------------------
+
+
+async def test_filter_narrows_the_list_live(demo_master: Path) -> None:
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        session_list = app.screen.query_one(SessionList)
+        everything = session_list.total
+        assert everything and everything > 1
+        assert _status(app) == f"{everything:,} sessions"
+        target = session_list.visible_rows()[-1]
+        await pilot.press("slash")
+        assert isinstance(app.focused, Input)
+        await pilot.press(*target.id[:10])
+        await settle(pilot)
+        assert session_list.total is not None and 1 <= session_list.total < everything
+        assert target.id in {row.id for row in session_list.visible_rows()}
+        assert _status(app) == f"{session_list.total:,} of {everything:,} (filtered)"
+        await pilot.press("escape")
+        await settle(pilot)
+        assert session_list.total == everything
+        assert not app.screen.query_one("#filter-bar").display
+
+
+async def test_filter_with_no_match_says_so(demo_master: Path) -> None:
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("slash", *"zz-no-such-text-zz", "enter")
+        await settle(pilot)
+        session_list = app.screen.query_one(SessionList)
+        assert session_list.total == 0
+        assert session_list.render_line(1).text.strip() == "No session matches the filter."
+        assert app.focused is session_list
+
+
+async def test_sort_cycles_and_reverses(demo_master: Path) -> None:
+    from store.sessions import SortKey, list_sessions
+
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, SessionsScreen)
+        session_list = screen.query_one(SessionList)
+        assert screen.current_query().sort is SortKey.LAST_ACTIVE
+        await pilot.press("s")
+        await settle(pilot)
+        query = screen.current_query()
+        assert query.sort is SortKey.TITLE and query.descending is False
+        shown = [row.id for row in session_list.visible_rows()]
+        assert app.sd is not None
+        expected = list_sessions(app.sd, query.flt, SortKey.TITLE, False, offset=0, limit=len(shown))
+        assert shown == [row.id for row in expected.rows]
+        assert "sort: title ↑" in str(screen.query_one("#status-query", Static).render())
+        await pilot.press("S")
+        await settle(pilot)
+        assert screen.current_query().descending is True
+        shown = [row.id for row in session_list.visible_rows()]
+        expected = list_sessions(app.sd, query.flt, SortKey.TITLE, True, offset=0, limit=len(shown))
+        assert shown == [row.id for row in expected.rows]
+        for _ in range(len(SortKey) - 1):
+            await pilot.press("s")
+        await settle(pilot)
+        assert screen.current_query().sort is SortKey.LAST_ACTIVE
+
+
+async def test_enter_opens_the_transcript_of_the_cursor_row(demo_master: Path) -> None:
+    transcript = pytest.importorskip("tui.screens.transcript")
+    screen_type = getattr(transcript, "TranscriptScreen", None)
+    if screen_type is None:
+        pytest.skip("TranscriptScreen is not there yet")
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        session_list = app.screen.query_one(SessionList)
+        await pilot.press("j")
+        chosen = session_list.selected
+        assert chosen is not None
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, screen_type)
+        assert getattr(app.screen, "session_id", chosen.id) == chosen.id
+
+
+async def test_facet_picker_filters_by_one_value(demo_master: Path) -> None:
+    from textual.command import CommandPalette
+
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, SessionsScreen)
+        everything = screen.query_one(SessionList).total
+        await pilot.press("f")
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press("down", "enter")
+        await settle(pilot)
+        assert app.screen is screen
+        assert screen.facet is not None
+        field, value, _label = screen.facet
+        session_list = screen.query_one(SessionList)
+        assert session_list.total is not None and session_list.total <= (everything or 0)
+        attribute = {"cwd": "cwd", "project_id": "project_id", "channel_type": "channel_type"}[field]
+        assert all(getattr(row, attribute) == value for row in session_list.visible_rows())
+        assert "(filtered)" in _status(app)
+
+
+# --- windows ----------------------------------------------------------------------------------------------------
+
+
+async def test_only_the_visible_windows_are_read(big_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import store.sessions
+
+    calls: list[tuple[int, int]] = []
+    real = store.sessions.list_sessions
+
+    def counting(sd, flt, sort, descending=True, *, offset=0, limit=100):  # type: ignore[no-untyped-def]
+        calls.append((offset, limit))
+        return real(sd, flt, sort, descending, offset=offset, limit=limit)
+
+    monkeypatch.setattr(store.sessions, "list_sessions", counting)
+    app = SessionscopeApp(big_dir, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        session_list = app.screen.query_one(SessionList)
+        assert session_list.total == 1000
+        assert calls == [(0, WINDOW)]
+        await pilot.press("G")
+        await settle(pilot)
+        assert session_list.cursor == 999
+        assert sum(limit for _offset, limit in calls) <= 3 * WINDOW, calls
+        assert all(offset in (0, 900) for offset, _limit in calls), calls
+        assert app.sd is not None
+        last = real(app.sd, app.screen.current_query().flt, app.screen.current_query().sort, True, offset=999, limit=1)
+        assert session_list.selected is not None and session_list.selected.id == last.rows[0].id
+        assert f"  {last.rows[0].id[:8]} " in session_list.render_line(session_list.cursor - int(session_list.scroll_offset.y) + 1).text
+
+
+async def test_refresh_keeps_cursor_and_scroll(big_dir: Path) -> None:
+    app = SessionscopeApp(big_dir, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        session_list = app.screen.query_one(SessionList)
+        await pilot.press("pagedown", "pagedown", "pagedown", "pagedown", "j", "j")
+        await settle(pilot)
+        cursor, scroll, generation = session_list.cursor, session_list.scroll_offset.y, session_list.generation
+        selected = session_list.selected
+        assert cursor > 100 and scroll > 0
+        await pilot.press("r")
+        await settle(pilot)
+        assert session_list.generation == generation + 1
+        assert (session_list.cursor, session_list.scroll_offset.y) == (cursor, scroll)
+        assert session_list.selected == selected
+
+
+async def test_a_stale_window_is_dropped(big_dir: Path) -> None:
+    app = SessionscopeApp(big_dir, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        session_list = app.screen.query_one(SessionList)
+        first = session_list.row_at(0)
+        assert first is not None
+        await pilot.press("s")  # a new query: generation + 1
+        await settle(pilot)
+        now_first = session_list.row_at(0)
+        stale_rows = [first] * WINDOW
+        session_list.post_message(SessionWindowLoaded(WindowRequest(session_list.generation - 1, 0, WINDOW), stale_rows, 5))
+        await pilot.pause()
+        assert session_list.row_at(0) == now_first
+        assert session_list.total == 1000
+
+
+async def test_cursor_keys_move_and_scroll(big_dir: Path) -> None:
+    app = SessionscopeApp(big_dir, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        session_list = app.screen.query_one(SessionList)
+        await pilot.press("j", "down", "down")
+        assert session_list.cursor == 3
+        await pilot.press("k")
+        assert session_list.cursor == 2
+        await pilot.press("end")
+        await settle(pilot)
+        assert session_list.cursor == 999
+        assert session_list.scroll_offset.y == 1000 + 1 - session_list.scrollable_content_region.height
+        await pilot.press("g")
+        assert session_list.cursor == 0 and session_list.scroll_offset.y == 0
+        await pilot.press("pagedown")
+        assert session_list.cursor == session_list.scrollable_content_region.height - 1
+
+
+# --- drawing ----------------------------------------------------------------------------------------------------
+
+
+def _summary(**overrides: object):  # type: ignore[no-untyped-def]
+    from store.sessions import SessionSummary
+
+    fields: dict[str, object] = dict(
+        id="0123456789abcdef", title="", preview="what does this error mean", cwd=str(Path.home() / "src" / "app"),
+        channel_type="local", channel_id="", message_count=12, last_active_at="2026-03-01T23:30:00.123+02:00",
+        timestamp="2026-03-01T20:00:00Z", parent_session="", fork_kind="", fork_boundary_seq=0, seed_length=0,
+        project_id="", project_name="", pinned=False, run_status="",
+    )
+    fields.update(overrides)
+    return SessionSummary(**fields)  # type: ignore[arg-type]
+
+
+async def test_row_shows_preview_dimmed_utc_time_fork_and_run(demo_master: Path) -> None:
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        session_list = app.screen.query_one(SessionList)
+        width = session_list.scrollable_content_region.width
+        row = _summary(parent_session="fedcba9876543210", fork_kind="message", run_status="running")
+        strip = session_list._row_strip(row, width, session_list.rich_style, False)
+        text = strip.text
+        assert "what does this error mean" in text
+        assert " 01234567 " in text and "0123456789" not in text
+        assert "~/src/app" in text
+        assert "2026-03-01 21:30" in text
+        assert "⑂ message" in text
+        assert "● running" in text
+        preview_segment = next(seg for seg in strip if "what does" in seg.text)
+        assert preview_segment.style is not None and preview_segment.style.italic
+        titled = session_list._row_strip(_summary(title="Fix the parser"), width, session_list.rich_style, False)
+        assert "Fix the parser" in titled.text and "what does" not in titled.text
+        assert strip.cell_length == width
+
+
+def test_utc_minutes_converts_offsets_and_never_says_ago() -> None:
+    assert utc_minutes("2026-03-01T23:30:00.123456789+02:00") == "2026-03-01 21:30"
+    assert utc_minutes("2026-03-01T23:30:00Z") == "2026-03-01 23:30"
+    assert utc_minutes("2026-12-31T23:30:00-01:00") == "2027-01-01 00:30"
+    assert utc_minutes("") == ""
+    assert utc_minutes("yesterday") == "yesterday"
+
+
+def test_tildify_and_fit() -> None:
+    assert tildify("/home/ann/src", home="/home/ann") == "~/src"
+    assert tildify("/home/anna/src", home="/home/ann") == "/home/anna/src"
+    assert fit("abcdef", 4) == "abc…"
+    assert fit("ab", 4) == "ab  "
+    assert fit("7", 3, "right") == "  7"
+    assert fit("界界界", 4) == "界 …"
+
+
+@pytest.mark.parametrize("width", [20, 40, 60, 80, 100, 120, 200])
+def test_columns_fill_the_width_exactly(width: int) -> None:
+    columns = layout_columns(width)
+    assert columns[0].key == "title"
+    assert session_list_module.GUTTER + sum(c.width + 1 for c in columns) == width
