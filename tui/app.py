@@ -41,7 +41,7 @@ class SessionscopeApp(App[None]):
     """Browse and repair a mothx session directory."""
 
     TITLE = "Sessionscope"
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses in other folders keep it
     BINDINGS: ClassVar = actions.bindings("app")
     COMMANDS: ClassVar = {_commands_provider}
     HELP_TITLE: ClassVar[str] = "Everywhere"
@@ -87,6 +87,11 @@ class SessionscopeApp(App[None]):
 
     # --- start-up ---------------------------------------------------------------------------------------------
 
+    def on_load(self) -> None:
+        # Open the store (and read the first window of rows) while Textual parses CSS and composes.
+        if self.session_dir is not None:
+            self._open_store(self.session_dir, self.mode, prefetch=True)
+
     def on_mount(self) -> None:
         self._apply_user_keymap()
         self.theme_changed_signal.subscribe(self, self._theme_changed)
@@ -101,7 +106,6 @@ class SessionscopeApp(App[None]):
         from tui.screens.sessions import SessionsScreen
 
         self.push_screen(SessionsScreen())
-        self._open_store(self.session_dir, self.mode)
 
     def _apply_user_keymap(self) -> None:
         path = actions.keymap_path()
@@ -126,7 +130,7 @@ class SessionscopeApp(App[None]):
             self.notify(f"{tildify(message.source)}: unknown action id '{action_id}'.", title="Keymap", severity="warning")
 
     @work(thread=True, exclusive=True, group="store-open", exit_on_error=False, description="Open the session directory")
-    def _open_store(self, path: Path, mode: OpenMode) -> None:
+    def _open_store(self, path: Path, mode: OpenMode, *, prefetch: bool = False) -> None:
         from store.sessiondir import open_session_dir
 
         try:
@@ -137,7 +141,17 @@ class SessionscopeApp(App[None]):
         except Exception as exc:  # noqa: BLE001 - StoreError (or a bug) becomes one line on an error screen
             self.post_message(StoreFailed(path, describe_error(exc)))
             return
-        self.post_message(StoreOpened(sd))
+        first_page = None
+        if prefetch:
+            try:
+                from store.sessions import list_sessions
+                from tui.widgets.session_list import WINDOW, default_query
+
+                query = default_query()
+                first_page = list_sessions(sd, query.flt, query.sort, query.descending, offset=0, limit=WINDOW)
+            except Exception:  # noqa: BLE001 - the list reads (and reports) it again itself
+                first_page = None
+        self.post_message(StoreOpened(sd, first_page))
 
     @on(StoreOpened)
     def _store_opened(self, message: StoreOpened) -> None:
@@ -152,7 +166,7 @@ class SessionscopeApp(App[None]):
 
         for screen in self.screen_stack:
             if isinstance(screen, SessionsScreen):
-                screen.attach(message.sd)
+                screen.attach(message.sd, first_page=message.first_page)
         self.refresh_bindings()
         # The integrity check waits for the first window of rows (SessionsScreen asks for it); a fallback
         # starts it anyway a little later when no list asked.

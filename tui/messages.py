@@ -14,15 +14,17 @@ from textual.message import Message
 
 if TYPE_CHECKING:
     from store.sessiondir import SessionDir
-    from store.sessions import SessionSummary
+    from store.sessions import SessionPage, SessionSummary
 
 
 class StoreOpened(Message):
-    """The session directory opened."""
+    """The session directory opened; ``first_page`` is the first window of the default session list, read in
+    the same worker so the first screen has its rows as soon as it is composed (``None`` when not read)."""
 
-    def __init__(self, sd: SessionDir) -> None:
+    def __init__(self, sd: SessionDir, first_page: SessionPage | None = None) -> None:
         super().__init__()
         self.sd = sd
+        self.first_page = first_page
 
 
 class StoreFailed(Message):

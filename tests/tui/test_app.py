@@ -21,6 +21,8 @@ from tui.widgets.badge import ModeBadge
 from tui.widgets.confirm import ConfirmDialog, ConfirmRequest
 from tui.widgets.session_list import SessionList
 
+pytestmark = pytest.mark.anyio  # async tests run on asyncio through the anyio plugin (anyio comes with watchfiles)
+
 SIZE = (120, 36)
 
 

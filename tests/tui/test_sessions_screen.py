@@ -17,6 +17,8 @@ from tui.screens.sessions import SessionsScreen
 from tui.widgets import session_list as session_list_module
 from tui.widgets.session_list import WINDOW, SessionList, fit, layout_columns
 
+pytestmark = pytest.mark.anyio  # async tests run on asyncio through the anyio plugin (anyio comes with watchfiles)
+
 SIZE = (120, 36)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import on, work
@@ -9,17 +10,18 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from tui import actions
 from tui.formatting import describe_error, tildify
 from tui.messages import FacetChoice, FacetsLoaded, UnfilteredCounted
 from tui.widgets.header import AppHeader
-from tui.widgets.session_list import ListQuery, SessionList
+from tui.widgets.keybar import KeyBar
+from tui.widgets.session_list import ListQuery, SessionList, default_query
 
 if TYPE_CHECKING:
     from store.sessiondir import SessionDir
-    from store.sessions import SessionFilter, SortKey
+    from store.sessions import SessionPage
 
 FILTER_DEBOUNCE_S = 0.25
 """Typing in the filter box re-queries after this pause."""
@@ -41,7 +43,7 @@ FACET_TITLES = {"cwd": "work dir", "project_id": "project", "channel_type": "cha
 class SessionsScreen(Screen[None]):
     """Sessions: a Line-API list of every session, with a live filter, sort keys and facets."""
 
-    CSS_PATH = "sessions.tcss"
+    CSS_PATH = Path(__file__).with_name("sessions.tcss")  # absolute: subclasses in other folders keep it
     BINDINGS: ClassVar = actions.bindings("sessions")
     HELP_TITLE: ClassVar[str] = "Sessions screen"
     AUTO_FOCUS = "SessionList"
@@ -70,7 +72,7 @@ class SessionsScreen(Screen[None]):
             yield Static("", id="status-count", markup=False)
             yield Static("", id="status-query", markup=False)
             yield Static("", id="status-integrity", markup=False)
-        yield Footer(show_command_palette=True)
+        yield KeyBar()
 
     def on_mount(self) -> None:
         self.query_one("#filter-bar").display = False
@@ -84,13 +86,14 @@ class SessionsScreen(Screen[None]):
 
     # --- store ------------------------------------------------------------------------------------------------
 
-    def attach(self, sd: SessionDir) -> None:
-        """Show the sessions of ``sd`` (called once the store is open)."""
+    def attach(self, sd: SessionDir, first_page: SessionPage | None = None) -> None:
+        """Show the sessions of ``sd`` (called once the store is open). ``first_page`` is the first window of
+        the default query, already read by the app; it is used only if this screen shows that query."""
         self.sd = sd
         notice = self.query_one("#notice", Static)
         notice.update(" ⚠ " + "  ·  ".join(sd.notices) if sd.notices else "")
         notice.display = bool(sd.notices)
-        self._run_query(keep_position=False)
+        self._run_query(keep_position=False, first_page=first_page)
 
     def current_query(self) -> ListQuery:
         from store.sessions import SessionFilter, SortKey
@@ -105,13 +108,15 @@ class SessionsScreen(Screen[None]):
     def _is_filtered(self) -> bool:
         return bool(self.search.strip()) or self.facet is not None
 
-    def _run_query(self, *, keep_position: bool) -> None:
+    def _run_query(self, *, keep_position: bool, first_page: SessionPage | None = None) -> None:
         if self.sd is None:
             return
         query = self.current_query()
+        if query != default_query():
+            first_page = None
         session_list = self.query_one(SessionList)
         session_list.empty_text = "No session matches the filter." if self._is_filtered() else "This directory has no sessions."
-        session_list.show(self.sd, query, keep_position=keep_position)
+        session_list.show(self.sd, query, keep_position=keep_position, first_page=first_page)
         self._show_query_state(query)
         if self._is_filtered() and (self.unfiltered_total is None or not keep_position):
             self._count_all(self.sd)

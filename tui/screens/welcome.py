@@ -8,11 +8,12 @@ from typing import ClassVar
 from textual.app import ComposeResult
 from textual.containers import Center, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from tui import actions
 from tui.formatting import tildify
 from tui.widgets.header import AppHeader
+from tui.widgets.keybar import KeyBar
 
 _CSS = """
 WelcomeScreen, OpenFailedScreen {
@@ -73,7 +74,7 @@ class WelcomeScreen(Screen[None]):
                 )
                 yield Static("", id="welcome-status", markup=False)
                 yield Static("d  open the demo (built on first use, read-write)      q  quit", id="welcome-keys", markup=False)
-        yield Footer()
+        yield KeyBar()
 
     def action_open_demo(self) -> None:
         self.query_one("#welcome-status", Static).update("Preparing the demo directory…")
@@ -106,7 +107,7 @@ class OpenFailedScreen(Screen[None]):
                 yield Static(self.error, id="welcome-error", markup=False)
                 yield Static("", id="welcome-status", markup=False)
                 yield Static("d  open the demo directory instead      q  quit", id="welcome-keys", markup=False)
-        yield Footer()
+        yield KeyBar()
 
     def action_open_demo(self) -> None:
         self.query_one("#welcome-status", Static).update("Preparing the demo directory…")

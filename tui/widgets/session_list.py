@@ -32,7 +32,7 @@ from tui.messages import SessionWindowFailed, SessionWindowLoaded, WindowRequest
 
 if TYPE_CHECKING:
     from store.sessiondir import SessionDir
-    from store.sessions import SessionFilter, SessionSummary, SortKey
+    from store.sessions import SessionFilter, SessionPage, SessionSummary, SortKey
 
 WINDOW = 100
 """Rows per read: one ``list_sessions`` call fetches whole windows."""
@@ -48,6 +48,13 @@ class ListQuery:
     flt: SessionFilter
     sort: SortKey
     descending: bool = True
+
+
+def default_query() -> ListQuery:
+    """What the Sessions screen shows first: everything, most recently active first."""
+    from store.sessions import SessionFilter, SortKey
+
+    return ListQuery(SessionFilter(), SortKey.LAST_ACTIVE, True)
 
 
 @dataclass(frozen=True)
@@ -199,8 +206,13 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
 
     # --- public -----------------------------------------------------------------------------------------------
 
-    def show(self, sd: SessionDir, query: ListQuery, *, keep_position: bool = False) -> None:
-        """Show ``query`` over ``sd``. ``keep_position`` keeps cursor and scroll (a refresh); else go to the top."""
+    def show(
+        self, sd: SessionDir, query: ListQuery, *, keep_position: bool = False, first_page: SessionPage | None = None
+    ) -> None:
+        """Show ``query`` over ``sd``. ``keep_position`` keeps cursor and scroll (a refresh); else go to the top.
+
+        ``first_page`` is rows ``[0, WINDOW)`` of ``query`` already read (by the app, while the screen was being
+        composed); it is applied like any window that arrived."""
         self.sd = sd
         self.query_spec = query
         self.generation += 1
@@ -213,6 +225,10 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
             self.cursor = 0
             self.scroll_to(y=0, animate=False, immediate=True)
             self._set_total_rows(0)
+        if first_page is not None:
+            request = WindowRequest(self.generation, 0, WINDOW)
+            self._window_loaded(SessionWindowLoaded(request, list(first_page.rows), first_page.total))
+            return
         self._request_visible()
         self.refresh()
 
