@@ -343,8 +343,12 @@ async def test_confirm_dialog_with_a_phrase_needs_the_phrase(demo_master: Path) 
         await pilot.press("y")
         await pilot.pause()
         assert results == [] and isinstance(app.screen, ConfirmDialog)
-        app.screen.query_one("#confirm-phrase", Input).value = "delete 40"
-        await pilot.press("y")
+        phrase = app.screen.query_one("#confirm-phrase", Input)
+        assert app.focused is phrase, "a refused confirm puts the cursor in the phrase box"
+        await pilot.press(*"delete 4", "enter")
+        await pilot.pause()
+        assert results == [], "a wrong phrase does not confirm"
+        await pilot.press("0", "enter")
         await pilot.pause()
         assert results == [True]
 

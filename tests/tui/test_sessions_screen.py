@@ -127,10 +127,7 @@ async def test_sort_cycles_and_reverses(demo_master: Path) -> None:
 
 
 async def test_enter_opens_the_transcript_of_the_cursor_row(demo_master: Path) -> None:
-    transcript = pytest.importorskip("tui.screens.transcript")
-    screen_type = getattr(transcript, "TranscriptScreen", None)
-    if screen_type is None:
-        pytest.skip("TranscriptScreen is not there yet")
+    screen_type = _transcript_screen_type()
     app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -142,6 +139,63 @@ async def test_enter_opens_the_transcript_of_the_cursor_row(demo_master: Path) -
         await pilot.pause()
         assert isinstance(app.screen, screen_type)
         assert getattr(app.screen, "session_id", chosen.id) == chosen.id
+
+
+def _transcript_screen_type() -> type:
+    transcript = pytest.importorskip("tui.screens.transcript")
+    screen_type = getattr(transcript, "TranscriptScreen", None)
+    if screen_type is None:
+        pytest.skip("TranscriptScreen is not there yet")
+    return screen_type
+
+
+async def test_escape_and_jump_come_back_from_a_transcript(demo_master: Path) -> None:
+    from textual.command import CommandPalette
+
+    screen_type = _transcript_screen_type()
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        sessions = app.screen
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, screen_type)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is sessions
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, screen_type)
+        await pilot.press("colon")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press(*"Sessions", "enter")
+        await pilot.pause(0.3)
+        assert app.screen is sessions
+
+
+async def test_open_session_by_id_prefix(demo_master: Path) -> None:
+    from tui.palette import OpenSessionDialog
+
+    screen_type = _transcript_screen_type()
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        target = app.screen.query_one(SessionList).visible_rows()[2]
+        app.action_open_session_prompt()
+        await pilot.pause()
+        assert isinstance(app.screen, OpenSessionDialog)
+        await pilot.press(*"ffffffffffff", "enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, OpenSessionDialog), "an unknown id keeps the dialog open"
+        assert str(app.screen.query_one("#open-error", Static).render()) not in ("", "Looking…")
+        app.screen.query_one(Input).value = target.id[:12]
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, screen_type)
+        assert getattr(app.screen, "session_id", target.id) == target.id
 
 
 async def test_facet_picker_filters_by_one_value(demo_master: Path) -> None:

@@ -28,7 +28,7 @@ def test_sessions_screen(snap_compare, demo_master: Path) -> None:
 def test_sessions_screen_filtered(snap_compare, demo_master: Path) -> None:
     async def filtered(pilot: Pilot[object]) -> None:
         await settle(pilot)
-        await pilot.press("slash", *"demo")
+        await pilot.press("slash", *"harbor")
         freeze_cursors(pilot)
         await settle(pilot)
 

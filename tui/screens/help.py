@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -83,18 +84,19 @@ def collect_help(screen: Screen[object]) -> list[HelpGroup]:
     return [g for g in groups.values() if g.rows]
 
 
-def render_help(groups: list[HelpGroup]) -> Table:
-    table = Table.grid(padding=(0, 2), expand=True)
-    table.add_column("keys", no_wrap=True, min_width=10, max_width=16)
-    table.add_column("what", no_wrap=True, min_width=10, max_width=16)
-    table.add_column("tooltip", ratio=1)
-    table.add_column("id", no_wrap=True, style="dim")
-    first = True
-    for group in groups:
-        if not first:
-            table.add_row("", "", "", "")
-        first = False
-        table.add_row(Text(group.title, style="bold underline"), "", "", "")
+def render_help(groups: list[HelpGroup]) -> Group:
+    """One heading and one table per group: keys, description, tooltip, action id (the name to remap)."""
+    parts: list[Text | Table] = []
+    for index, group in enumerate(groups):
+        heading = Text(group.title, style="bold underline")
+        if index:
+            heading = Text("\n") + heading
+        parts.append(heading)
+        table = Table.grid(padding=(0, 2), expand=True)
+        table.add_column("keys", no_wrap=True, width=11)
+        table.add_column("what", no_wrap=True, overflow="ellipsis", width=18)
+        table.add_column("tooltip", ratio=1)
+        table.add_column("id", no_wrap=True, style="dim", width=22)
         for row in group.rows:
             style = "" if row.enabled else "dim strike"
             note = row.tooltip if row.enabled else f"{row.tooltip} (disabled: read-only)"
@@ -104,7 +106,8 @@ def render_help(groups: list[HelpGroup]) -> Table:
                 Text(note, style="dim" if not row.enabled else ""),
                 Text(row.action_id),
             )
-    return table
+        parts.append(table)
+    return Group(*parts)
 
 
 class HelpScreen(ModalScreen[None]):
