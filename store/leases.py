@@ -277,8 +277,10 @@ class LeaseOwner:
         return lease is not None and lease.held and lease.matches(row)
 
     def crash(self) -> None:
-        """Forget everything without touching the database, as a killed process would (tests)."""
+        """Die without touching the database (tests): everything held is forgotten, and the owner comes back
+        as a new process would, with a new instance id."""
         with self._mutex:
+            self.instance_id = new_instance_id(self.pid)
             schedulers = list(self._schedulers.values())
             self._schedulers.clear()
             for lease in self._held.values():
