@@ -629,7 +629,7 @@ class SessionIndex:
             changed, removed = aggregate(sd, self.layout, 0, checks.max_seq), set()
         elif meta is not None and checks.max_seq > meta.max_seq:
             kind = "incremental" if kind == "unchanged" else kind
-            self._delta(sd, meta.max_seq, checks.max_seq, changed)
+            self._delta(sd, meta.max_seq, checks.max_seq, changed, removed)
         max_seq = checks.max_seq if rebuild or meta is None else max(meta.max_seq, checks.max_seq)
         if rebuild or meta is None or changed or removed or max_seq != meta.max_seq \
                 or checks.high_water != meta.high_water:
@@ -654,9 +654,12 @@ class SessionIndex:
                 found[row[0]] = Aggregate(*row[1:])
         return found
 
-    def _delta(self, sd: SessionDir, base: int, max_seq: int, changed: dict[str, Aggregate]) -> None:
+    def _delta(self, sd: SessionDir, base: int, max_seq: int, changed: dict[str, Aggregate],
+               removed: set[str]) -> None:
+        """Fold the entries ``base < seq <= max_seq`` into the aggregates (over a repair's pending result)."""
         parts, first_msg = group_range(sd, self.layout, base, max_seq)
-        existing = self._existing(parts.keys())
+        existing = self._existing(parts.keys() - changed.keys() - removed)
+        existing.update((sid, changed[sid]) for sid in parts.keys() & changed.keys())
         need = [sid for sid in first_msg if sid not in existing or not existing[sid].preview_seq]
         add_texts(sd, self.layout, parts, first_msg, max_seq, need)
         for sid, part in parts.items():
@@ -666,6 +669,7 @@ class SessionIndex:
             else:
                 agg.merge_later(part)
             changed[sid] = agg
+            removed.discard(sid)
 
     def _repair(self, sd: SessionDir, base: int, changed: dict[str, Aggregate], removed: set[str]) -> bool:
         """Entries at or below ``base`` were deleted: recompute the sessions whose counts changed.
