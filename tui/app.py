@@ -281,9 +281,10 @@ class SessionscopeApp(App[None]):
 
     def action_jump(self) -> None:
         from textual.command import SimpleCommand
+        from textual.markup import escape
 
         commands = [
-            SimpleCommand(section.title, lambda s=section: s.open(self), section.description)
+            SimpleCommand(escape(section.title), lambda s=section: s.open(self), escape(section.description))
             for section in actions.sections()
         ]
         self.search_commands(commands, placeholder="Jump to a section…")

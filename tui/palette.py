@@ -8,10 +8,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, ClassVar
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.containers import Vertical
+from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
@@ -62,16 +64,19 @@ class SessionscopeCommands(Provider):
         for name in names() if names else sorted(self.app.available_themes):
             yield (f"Theme: {name}", lambda n=name: setattr(self.app, "theme", n), "Switch to this theme; the choice is remembered.")
 
+    # The palette reads a str prompt or help text as markup: names hold "[/]" and paths may hold brackets,
+    # so prompts are passed as Text / Content and help text is escaped.
+
     async def discover(self) -> Hits:
         for name, callback, help_text in self._commands():
-            yield DiscoveryHit(name, callback, help=help_text)
+            yield DiscoveryHit(Text(name), callback, text=name, help=escape(help_text))
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for name, callback, help_text in self._commands():
             score = matcher.match(name)
             if score > 0:
-                yield Hit(score, matcher.highlight(name), callback, help=help_text)
+                yield Hit(score, matcher.highlight(escape(name)), callback, text=name, help=escape(help_text))
 
 
 class OpenSessionDialog(ModalScreen[None]):

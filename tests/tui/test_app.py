@@ -238,17 +238,41 @@ async def test_palette_lists_actions_themes_and_open_session(demo_master: Path) 
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         provider = SessionscopeCommands(app.screen)
-        names = [hit.display for hit in [h async for h in provider.discover()]]
-        text = [str(n) for n in names]
-        assert any(t.startswith("Filter") for t in text)
+        text = [hit.text or "" for hit in [h async for h in provider.discover()]]
+        assert "Filter  [/]" in text
         assert any(t.startswith("Sort") for t in text)
         assert "Open session…" in text
         assert "Theme: sessionscope-light" in text
         hits = [h async for h in provider.search("sessionscope-light")]
-        assert hits and str(hits[0].text) == "Theme: sessionscope-light"
+        assert hits and hits[0].text == "Theme: sessionscope-light"
         hits[0].command()
         await pilot.pause()
         assert app.theme == "sessionscope-light"
+
+
+async def test_palette_opens_and_runs_a_command(demo_master: Path) -> None:
+    from textual.command import CommandPalette
+
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("ctrl+p")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, CommandPalette)
+        await pilot.press(*"Filter")
+        await pilot.pause(0.5)
+        await pilot.press("down", "enter")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, SessionsScreen)
+        assert app.screen.query_one("#filter-bar").display
+        await pilot.press("escape", "ctrl+p")
+        await pilot.pause(0.3)
+        await pilot.press(*"contrast")
+        await pilot.pause(0.5)
+        await pilot.press("down", "enter")
+        await pilot.pause(0.3)
+        assert app.theme == "sessionscope-contrast"
+    assert app._exception is None
 
 
 # --- read-only guard --------------------------------------------------------------------------------------------

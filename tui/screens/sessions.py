@@ -247,6 +247,7 @@ class SessionsScreen(Screen[None]):
     @on(FacetsLoaded)
     def _facets_loaded(self, message: FacetsLoaded) -> None:
         from textual.command import SimpleCommand
+        from textual.markup import escape
 
         commands: list[SimpleCommand] = []
         if self.facet is not None:
@@ -258,7 +259,7 @@ class SessionsScreen(Screen[None]):
                 name += f"  ({choice.count:,})"
             commands.append(
                 SimpleCommand(
-                    name,
+                    escape(name),  # the palette reads names as markup; a path may hold brackets
                     lambda c=choice: self.set_facet((c.field, c.value, c.label)),
                     f"Show only sessions with this {noun}.",
                 )
