@@ -38,7 +38,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-from store.db import Database, OpenMode, open_database
+from store.db import Database, open_database
 from store.errors import ReadOnlyStore, SchemaIncompatible, StoreError
 from store.sessiondir import SessionDir
 
@@ -444,6 +444,7 @@ class _StreamValidator:
         if self._continuable(f) and f.prefix_records == f.records and f.prefix_digest == f.digest:
             self.files_done += 1
             self.records_seen += f.records
+            self._count_restored(f.restored_bytes)
             self.transcript_seen = self.transcript_seen or f.path == self.state.transcript_path
             if f.restored_bytes:
                 self.restored[f.path] = f.restored_bytes
@@ -466,7 +467,13 @@ class _StreamValidator:
             self.restored[f.path] = self.file_bytes
         elif f.restored_bytes:
             self.restored[f.path] = f.restored_bytes
+            self._count_restored(f.restored_bytes - self.file_bytes)  # the proven prefix, not streamed
         self.current = None
+
+    def _count_restored(self, size: int) -> None:
+        self.restored_total += max(size, 0)
+        if self.restored_total > MAX_RESTORED_BYTES:
+            raise self._fail(f"The snapshot is larger than {MAX_RESTORED_BYTES} restored bytes.")
 
     def accept(self, rec: SessionStateRecord) -> tuple[str, bool]:
         """Validate one record; return its compacted text and whether it is new (to be stored)."""
