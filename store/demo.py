@@ -339,12 +339,15 @@ def build_demo(target_dir: Path, *, force: bool = False) -> Path:
     An existing non-empty ``target_dir`` is replaced only with ``force`` and only when it is a demo directory
     (it has the marker file): a real session directory is never overwritten.
     """
-    target = Path(target_dir).expanduser().absolute()
+    return _build(Path(target_dir).expanduser().absolute(), force=force, keep_current=False)
+
+
+def _build(target: Path, *, force: bool, keep_current: bool) -> Path:
     if target.exists():
         if not target.is_dir():
             raise StoreError(f"{target} exists and is not a folder; the demo cannot be written there.")
         if any(target.iterdir()):
-            if demo_version_of(target) is None and not (_marker(target)).exists():
+            if not _marker(target).exists():
                 raise StoreError(f"{target} is not a Sessionscope demo directory; refusing to replace it.")
             if not force:
                 raise StoreError(f"{target} already holds a demo; rebuild it with force.")
@@ -352,6 +355,9 @@ def build_demo(target_dir: Path, *, force: bool = False) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.building-", dir=target.parent))
     try:
         _generate(staging)
+        if keep_current and is_current_demo(target):
+            shutil.rmtree(staging, ignore_errors=True)  # another process installed the same demo meanwhile
+            return target
         _install(staging, target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -384,9 +390,8 @@ def ensure_demo(target_dir: Path | None = None) -> Path:
     if is_current_demo(target):
         return target
     try:
-        return build_demo(target, force=True)
+        return _build(target, force=True, keep_current=True)
     except OSError:
         if is_current_demo(target):  # another process installed the same demo first
             return target
         raise
-

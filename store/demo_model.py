@@ -186,7 +186,7 @@ class DeliveryOp:
 
 
 class DemoBuilder:
-    """Generates every row of the demo in memory; :meth:`write` puts them into the databases."""
+    """Generates every row of the demo in memory; :mod:`store.demo` writes them into the databases."""
 
     def __init__(self) -> None:
         self.rng = random.Random(DEMO_SEED)
@@ -203,7 +203,6 @@ class DemoBuilder:
         self.operations: list[tuple[object, ...]] = []
         self.fork_requests: list[tuple[int, str, str, DemoSession, DemoSession, DemoEntry | None]] = []
         self.projects: list[tuple[str, str, int]] = []
-        self.turns_copied: list[tuple[DemoTurn, DemoTurn]] = []
         self.cron: list[tuple[object, ...]] = []
         self.channel_tools: list[tuple[object, ...]] = []
         self.owners: dict[str, tuple[str, int]] = {}
@@ -316,9 +315,9 @@ class DemoBuilder:
         return entry
 
     def tool_result(self, s: DemoSession, ts: int, call_id: str, name: str, text: str, error: bool) -> DemoEntry:
-        tokens = len(text) * 2 // 5 + 8  # tool output (code, logs) is token-dense
-        s.ctx += tokens
-        s.new_tokens += tokens
+        size = len(text) * 2 // 5 + 8  # tool output (code, logs) is token-dense
+        s.ctx += size
+        s.new_tokens += size
         msg: dict[str, object] = {"role": "toolResult", "toolCallId": call_id, "toolName": name,
                                   "toolKind": "function", "content": text}
         if error:

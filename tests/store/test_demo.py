@@ -7,6 +7,8 @@ import os
 import re
 import socket
 import sqlite3
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -73,7 +75,11 @@ def entries_by_session(db: sqlite3.Connection) -> dict[str, list[sqlite3.Row]]:
 
 
 def test_two_builds_hold_identical_rows(tmp_path: Path, demo_dir: Path) -> None:
-    other = build_demo(tmp_path / "elsewhere" / "demo")
+    """A second build, in another process with another hash seed and another path, holds the same rows."""
+    other = tmp_path / "elsewhere" / "demo"
+    env = {**os.environ, "PYTHONHASHSEED": "4242"}
+    subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from store.demo import build_demo; "
+                    "build_demo(Path(sys.argv[1]))", str(other)], check=True, env=env, cwd=Path(__file__).parents[2])
     assert dump(other / "sessions.db") == dump(demo_dir / "sessions.db")
     mine = [p.name for p in knowledge_base_files(demo_dir)]
     assert mine == [p.name for p in knowledge_base_files(other)] and mine
@@ -84,6 +90,7 @@ def test_two_builds_hold_identical_rows(tmp_path: Path, demo_dir: Path) -> None:
 
 def test_layout_is_v43_and_files_pass_quick_check(demo_dir: Path) -> None:
     assert sorted(p.name for p in demo_dir.iterdir()) == sorted(["sessions.db", "knowledge-bases", DEMO_MARKER])
+    assert sorted(p.name for p in (demo_dir / "knowledge-bases").iterdir()) == ["atlas-notes.db", "harbor-docs.db"]
     with open_session_dir(demo_dir, OpenMode.SNAPSHOT) as sd:
         assert sd.schema.status == "current" and sd.schema.version == 43
         assert sd.db.quick_check() == "ok"
@@ -510,3 +517,22 @@ def test_build_without_force_refuses_an_existing_demo(tmp_path: Path) -> None:
         build_demo(target)
     build_demo(target, force=True)
     assert os.stat(target / "sessions.db").st_ino != before
+
+
+def test_a_failed_build_leaves_no_half_built_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import store.demo as demo
+
+    target = build_demo(tmp_path / "demo")
+    marker = (target / DEMO_MARKER).read_bytes()
+    inode = os.stat(target / "sessions.db").st_ino
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(demo, "_write_knowledge", broken)
+    with pytest.raises(RuntimeError):
+        build_demo(target, force=True)  # the old demo stays as it was
+    assert os.stat(target / "sessions.db").st_ino == inode and (target / DEMO_MARKER).read_bytes() == marker
+    with pytest.raises(RuntimeError):
+        build_demo(tmp_path / "fresh")  # nothing appears at all
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
