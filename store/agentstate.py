@@ -578,7 +578,6 @@ def open_state_db(sd: SessionDir, *, create: bool = False) -> Database | None:
     if not path.exists():
         if sd.mode.is_read or not create:
             return None
-        sd.require_writable()
     db = open_database(path, sd.mode, create=create and not sd.mode.is_read, foreign_keys=True)
     try:
         _ensure_schema(db)
@@ -598,10 +597,17 @@ def state_db(sd: SessionDir, *, create: bool = False) -> Iterator[Database | Non
             db.close()
 
 
-def _require_write(sd: SessionDir) -> None:
-    sd.require_writable()
-    if sd.mode.is_read:  # pragma: no cover - require_writable already refuses
-        raise ReadOnlyStore("The session directory is open read-only.")
+def require_state_writable(sd: SessionDir) -> None:
+    """Checkpoints live in a file of ours, so only the open mode decides: a read mode refuses every write.
+
+    (The ``sessions.db`` layout does not matter here: an older or newer mothx database that Sessionscope will
+    not write still lets its user capture agent checkpoints beside it.)
+    """
+    if sd.mode.is_read:
+        raise ReadOnlyStore(f"Refused: the session directory is open {sd.mode.value} (read-only).")
+
+
+_require_write = require_state_writable
 
 
 def _has_tables(conn: sqlite3.Connection) -> bool:

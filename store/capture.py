@@ -647,7 +647,7 @@ def capture_sources(
     progress: ProgressCallback | None = None,
 ) -> CaptureSummary:
     """Capture discovered sessions (the common part of the two ``capture_*`` functions)."""
-    sd.require_writable()
+    ast.require_state_writable(sd)
     all_files = [f for s in sessions for f in s.files] + [u.file for u in unkeyed]
     files_total = len(all_files)
     bytes_total = sum(f.size for f in all_files)
@@ -681,7 +681,7 @@ def capture_claude_code(
     sd: SessionDir, root: str | os.PathLike[str] | None = None, *, progress: ProgressCallback | None = None
 ) -> CaptureSummary:
     """Capture every Claude Code session below ``root`` (default ``~/.claude/projects``)."""
-    sd.require_writable()
+    ast.require_state_writable(sd)
     base = Path(root).expanduser().absolute() if root is not None else default_claude_code_root()
     sessions, unkeyed = discover_claude_code(base)
     return capture_sources(sd, AGENT_CLAUDE_CODE, base, sessions, unkeyed, progress)
@@ -691,7 +691,7 @@ def capture_codex(
     sd: SessionDir, root: str | os.PathLike[str] | None = None, *, progress: ProgressCallback | None = None
 ) -> CaptureSummary:
     """Capture every Codex rollout below ``root`` (default ``~/.codex/sessions``)."""
-    sd.require_writable()
+    ast.require_state_writable(sd)
     base = Path(root).expanduser().absolute() if root is not None else default_codex_root()
     sessions, unkeyed = discover_codex(base)
     return capture_sources(sd, AGENT_CODEX, base, sessions, unkeyed, progress)
@@ -699,7 +699,7 @@ def capture_codex(
 
 def capture_paths(sd: SessionDir, agent: str, root: str | os.PathLike[str], paths: Sequence[str | os.PathLike[str]]) -> CaptureSummary:
     """Capture only the sessions the given files belong to (used when following a live file)."""
-    sd.require_writable()
+    ast.require_state_writable(sd)
     base = Path(root).expanduser().absolute()
     sessions, unkeyed = discover_claude_code(base) if agent == AGENT_CLAUDE_CODE else discover_codex(base)
     wanted = {Path(p).expanduser().absolute() for p in paths}

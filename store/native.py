@@ -159,6 +159,7 @@ class Compaction:
     pre_tokens: int | None
     summary: str
     replacement_items: int = 0
+    replacement: tuple[NativeItem, ...] = ()  # Codex: the replacement history, read like response items
 
 
 @dataclass(frozen=True)
@@ -844,7 +845,7 @@ def parse_codex(source: Iterable[bytes | str] | bytes, path: str = "") -> Native
     items: list[NativeItem] = []
     turn_id = ""
     session_id = cwd = version = ""
-    replacement_counts: dict[int, int] = {}
+    replacement_history: dict[int, tuple[NativeItem, ...]] = {}
     for p in (_parse_line(line) for line in _lines_of(source)):
         if p.error:
             item = replace(_unreadable(len(items), p), turn_id=turn_id)
@@ -863,7 +864,12 @@ def parse_codex(source: Iterable[bytes | str] | bytes, path: str = "") -> Native
                 turn_id = item.turn_id
             if item.kind == K_COMPACTED and isinstance(obj, dict) and isinstance(obj.get("payload"), dict):
                 history = obj["payload"].get("replacement_history")
-                replacement_counts[item.index] = len(history) if isinstance(history, list) else 0
+                replacement_history[item.index] = tuple(
+                    _codex_response(k, item.line, entry, {"raw": json.dumps(entry, ensure_ascii=False)})
+                    if isinstance(entry, dict)
+                    else NativeItem(k, item.line, K_OTHER, text=_preview(_json_text(entry)))
+                    for k, entry in enumerate(history if isinstance(history, list) else [])
+                )
         items.append(item)
         if item.kind in (K_TURN_END, K_TURN_ABORTED):
             turn_id = ""
@@ -913,7 +919,8 @@ def parse_codex(source: Iterable[bytes | str] | bytes, path: str = "") -> Native
             pairs.append(ToolPair(b.tool_id, b.tool_name, b.arguments, item.line, items[j].line, rb.text,
                                   rb.is_error, False))
     compactions = tuple(
-        Compaction(item.line, K_COMPACTED, "", None, item.text, replacement_counts.get(item.index, 0))
+        Compaction(item.line, K_COMPACTED, "", None, item.text, len(replacement_history.get(item.index, ())),
+                   replacement_history.get(item.index, ()))
         for item in items
         if item.kind == K_COMPACTED
     )

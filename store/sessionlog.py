@@ -843,7 +843,7 @@ def native_follower(sd: Any, agent: str, root: str | os.PathLike[str], path: str
     """A follower that re-captures the file's session into the checkpoint store on every change (read-write
     session directories only; in a read mode it just follows the file)."""
     recapture: Callable[[], object] | None = None
-    if getattr(sd, "writable", False):
+    if not sd.mode.is_read:
         from store.capture import capture_paths
 
         def recapture() -> object:

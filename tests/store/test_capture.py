@@ -155,6 +155,20 @@ def test_capture_refuses_read_modes(real_fixtures: Path, tmp_path: Path) -> None
         assert not ast.state_db_path(ro).exists()
 
 
+def test_capture_beside_a_sessions_db_sessionscope_will_not_write(real_fixtures: Path, tmp_path: Path) -> None:
+    """The checkpoint file is ours: an older mothx layout (shown read-only) does not stop a capture."""
+    folder = tmp_path / "old"
+    folder.mkdir()
+    conn = sqlite3.connect(folder / "sessions.db")
+    conn.execute("CREATE TABLE sessions (id TEXT PRIMARY KEY, cwd TEXT, timestamp TEXT)")
+    conn.execute("CREATE TABLE entries (seq INTEGER PRIMARY KEY, session_id TEXT, id TEXT, type TEXT, data TEXT)")
+    conn.close()
+    with open_session_dir(folder) as old:
+        assert old.mode is OpenMode.READ_WRITE and not old.writable
+        summary = cap.capture_codex(old, real_fixtures / "codex" / "sessions")
+        assert summary.counts["new"] == 3
+
+
 # ----------------------------------------------------------------------------------------- re-capture
 
 

@@ -281,7 +281,10 @@ def test_codex_custom_calls_and_compacted_history() -> None:
         ri({"type": "custom_tool_call_output", "call_id": "c1", "output": "Done"}),
         ri({"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "c2"}),
         json.dumps({"timestamp": "t", "type": "compacted",
-                    "payload": {"message": "summary of the work", "replacement_history": [{"type": "message"}] * 3}}),
+                    "payload": {"message": "summary of the work", "replacement_history": [
+                        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix it"}]},
+                        {"type": "function_call", "name": "shell", "arguments": "{}", "call_id": "old"},
+                        {"type": "function_call_output", "call_id": "old", "output": "ok"}]}}),
         json.dumps({"timestamp": "t", "type": "event_msg", "payload": {"type": "turn_aborted", "reason": "interrupted"}}),
     ]
     t = parse_codex(lines)
@@ -289,6 +292,8 @@ def test_codex_custom_calls_and_compacted_history() -> None:
     assert [(p.name, p.interrupted, p.result_text) for p in t.tool_pairs] == [("apply_patch", False, "Done"),
                                                                             ("shell", True, "")]
     assert [(c.summary, c.replacement_items) for c in t.compactions] == [("summary of the work", 3)]
+    assert [(i.kind, i.text) for i in t.compactions[0].replacement] == [
+        ("user", "fix it"), ("tool_call", "shell({})"), ("tool_result", "ok")]
     assert [(x.turn_id, x.complete, x.aborted) for x in t.turns] == [("t1", False, True)]
     assert t.items[3].kind == K_TOOL_RESULT
 
