@@ -168,7 +168,7 @@ def tell(demo: DemoBuilder) -> None:
     demo.lease(s, demo.owner_for(s, t), "execution", run.id, run.started, None, heartbeat=DEMO_NOW_UNIX * 1000 - 2 * SEC,
                expires=LIVE_LEASE_EXPIRES_AT * 1000)
 
-    # the long refactoring session, and two short question sessions
+    # the long refactoring session, and three short question-and-answer sessions
     long_session = _long_session(demo)
     long_session.project = harbor_project
     long_session.pinned = True
@@ -193,7 +193,7 @@ def tell(demo: DemoBuilder) -> None:
         if title == "Weekly summary of meeting notes":
             s.pinned = True
             demo.cron.append((demo.pid("cron_"), s.id, "Weekly meeting summary", script.user, "0 17 * * 5", 0, "yolo", T.NOTES,
-                              "", "", 1, rfc3339(at(10, 2, 16, 40)), rfc3339(at(11, 13, 17, 0, 3)), rfc3339(at(11, 20, 17, 0)), 7,
+                              "", "", 1, rfc3339(at(11, 6, 16, 52)), rfc3339(at(11, 13, 17, 0, 3)), rfc3339(at(11, 20, 17, 0)), 1,
                               "completed", ""))
         demo.conversation(s, s.created + demo.ms(10, 40), _with_followups(demo, script, 1), title=title,
                           retitle=T.RETITLES.get(title, ""))

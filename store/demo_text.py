@@ -1334,7 +1334,7 @@ CHANNEL_SCRIPTS: dict[str, tuple[Script, ...]] = {
                "Check the latest nightly workflow run with the GitHub CLI.",
                (sh("gh run list --workflow nightly.yml --limit 1 --json conclusion,createdAt,displayTitle", "[{\"conclusion\":\"failure\",\"createdAt\":\"2026-11-18T02:00:41Z\",\"displayTitle\":\"nightly\"}]"),
                 sh("gh run view --log-failed --workflow nightly.yml | tail -n 5", "integration\tTestBerthWindows_Overlap\t--- FAIL: TestBerthWindows_Overlap (0.41s)\nintegration\tTestBerthWindows_Overlap\t    windows_test.go:77: got SQLSTATE 23505, want 23P01\nintegration\tFAIL\texample.com/harbor-api/internal/berth\t3.204s")),
-               "Last night's build **failed**: `TestBerthWindows_Overlap` expected SQLSTATE 23P01 (exclusion violation) but got 23505 (unique violation). The nightly database probably still has the old unique index from before migration 0024. I'm attaching the failing log."),
+               "Last night's build **failed**: `TestBerthWindows_Overlap` expected SQLSTATE 23P01 (exclusion violation) but got 23505 (unique violation). The nightly database probably still has the old unique index from before migration 0024. Want me to post the full log here?"),
         Script("",
                "ok, can you post the full log file here so the on-call can look",
                "Upload the full log as a file.",
