@@ -54,7 +54,10 @@ from store.native import (
     AGENT_CLAUDE_CODE,
     AGENT_CODEX,
     K_TOOL_CALL,
+    NativeSession,
+    NativeTranscript,
     detect_agent,
+    link_claude_code_session,
     parse_claude_code,
     parse_codex,
 )
@@ -908,3 +911,33 @@ def export_repaired_copy(path: str | os.PathLike[str], out_path: str | os.PathLi
     except OSError as exc:
         raise StoreError(f"The repaired copy could not be written to {dst} ({exc.strerror or exc}).") from exc
     return ExportResult(str(src), str(dst), agent, tuple(closed), len(raw_lines), len(out))
+
+
+# ------------------------------------------------------------------------------------- reading checkpoints
+
+
+def read_checkpoint_session(sd: SessionDir, agent: str, agent_session_id: str) -> NativeSession | None:
+    """The published checkpoint of an agent session, read like the native files (verified while loading).
+
+    Claude Code: the transcript file is the main transcript; ``<session>/subagents/*.jsonl`` and
+    ``agent-*.jsonl`` files become sub-agents linked to their ``Task`` calls. Codex: the transcript file.
+    None when nothing is published (or the head is a reset); :class:`SessionStateOutOfSync` when the stored
+    data does not verify.
+    """
+    cp = ast.load_checkpoint(sd, agent, agent_session_id)
+    if cp is None:
+        return None
+    transcript = cp.state.transcript_path
+    if agent == AGENT_CODEX:
+        return NativeSession(AGENT_CODEX, agent_session_id, parse_codex(cp.lines(transcript), transcript))
+    main = None
+    subs: list[tuple[NativeTranscript, str]] = []
+    for f in cp.state.files:
+        lines = cp.lines(f.path)
+        name = f.path.rsplit("/", 1)[-1]
+        is_sub = "/subagents/" in f"/{f.path}" or name.startswith("agent-")
+        if f.path == transcript and not is_sub:
+            main = parse_claude_code(lines, f.path)
+        else:
+            subs.append((parse_claude_code(lines, f.path), "subagents" if "/subagents/" in f"/{f.path}" else "project_root"))
+    return link_claude_code_session(main, subs)

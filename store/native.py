@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -878,12 +879,13 @@ def parse_codex(source: Iterable[bytes | str] | bytes, path: str = "") -> Native
     # Turns.
     turns: list[Turn] = []
     open_turn: dict[str, Any] | None = None
+    per_turn = Counter(it.turn_id for it in items if it.turn_id)
 
     def close(end_line: int, complete: bool, aborted: bool) -> None:
         nonlocal open_turn
         if open_turn is None:
             return
-        n = sum(1 for it in items if it.turn_id == open_turn["id"]) if open_turn["id"] else 0
+        n = per_turn.get(open_turn["id"], 0) if open_turn["id"] else 0
         turns.append(Turn(open_turn["id"], open_turn["line"], end_line, complete, aborted, n))
         if not complete:
             flags[open_turn["index"]].add("aborted_turn" if aborted else "incomplete_turn")

@@ -128,10 +128,16 @@ def test_captured_checkpoints_render_like_the_files(real_fixtures: Path, sd: Ses
     from_file = read_claude_code_file(real_fixtures / "claude-code" / REWIND)
     assert from_checkpoint.records == from_file.records == 61
     assert [b.prompt_line for b in from_checkpoint.forks[0].branches] == [18, 38]
-    parent = ast.load_checkpoint(sd, "claude-code", PARENT_ID)
-    assert parent is not None
-    assert parse_claude_code(parent.lines(PARENT)).tool_pairs[0].subagent_id == "a2271d1"
-    assert parse_claude_code(parent.lines(SUBAGENT)).records == 59
+    session = cap.read_checkpoint_session(sd, "claude-code", PARENT_ID)
+    assert session is not None and session.main is not None and session.main.records == 6
+    task = session.main.tool_pairs[0]
+    link = session.subagent_for_call(task.call_id)
+    assert link is not None and (link.agent_id, link.layout, link.task_line) == ("a2271d1", "subagents", 4)
+    assert link.transcript.records == 59
+    orphan = cap.read_checkpoint_session(sd, "claude-code", ORPHAN_ID)
+    assert orphan is not None and orphan.main is None
+    assert [(s.agent_id, s.layout) for s in orphan.subagents] == [("8d27fe83", "project_root")]
+    assert cap.read_checkpoint_session(sd, "claude-code", "not-captured") is None
 
 
 def test_capture_codex_tree(real_fixtures: Path, sd: SessionDir) -> None:
@@ -143,6 +149,8 @@ def test_capture_codex_tree(real_fixtures: Path, sd: SessionDir) -> None:
     assert cp is not None and cp.state.transcript_path == INTERRUPTED
     t = parse_codex(cp.lines(INTERRUPTED))
     assert [p.call_line for p in t.interrupted] == [18]
+    session = cap.read_checkpoint_session(sd, "codex", INTERRUPTED_ID)
+    assert session is not None and session.main is not None and session.main.records == 19
     assert cp.state.cwd == "/redacted/path/da0ba47443"
 
 
