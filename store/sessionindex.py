@@ -26,13 +26,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import secrets
 import sqlite3
 import threading
 import time
 import urllib.parse
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -295,6 +293,8 @@ class Scanner:
         if self.workers <= 1 or span < PARALLEL_MIN_ROWS:
             with self.db.read() as conn:
                 return conn.execute(sql, (lo, hi, *params)).fetchall()
+        from concurrent.futures import ThreadPoolExecutor  # (only big passes need it; it costs ~10 ms to import)
+
         bounds = [lo + span * i // self.workers for i in range(self.workers)] + [hi]
         target = reader_uri(self.db)
 
@@ -635,7 +635,7 @@ class SessionIndex:
                 or checks.high_water != meta.high_water:
             new_meta = _Meta(db_key=self.db_key, high_water=checks.high_water, max_seq=max_seq,
                              samples=self._samples(sd, [] if rebuild or meta is None else meta.samples, max_seq),
-                             generation=secrets.token_hex(8))
+                             generation=os.urandom(8).hex())
             if not self._save(new_meta, changed, removed, full=rebuild, expected=meta.generation if meta else None):
                 self.last_sync = "raced"
                 self.token = None     # another process wrote first: take its state, then catch up next call

@@ -30,7 +30,7 @@ from store.schema import create_v43  # noqa: E402
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 MANIFEST = "generated.json"
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 RARE_TERM = "zanzibarquux"      # appears in the entries of a handful of sessions
 COMMON_TERM = "refactor"        # appears in many entries
 
@@ -138,7 +138,7 @@ def _types_for(size: int, rng: random.Random) -> list[str]:
 
 
 class _SessionState:
-    __slots__ = ("sid", "cwd", "last_id", "turn", "turn_no", "msg_in_turn", "call_id", "first_kept", "ids")
+    __slots__ = ("sid", "cwd", "last_id", "turn", "turn_no", "msg_in_turn", "call_id", "call_tool", "first_kept")
 
     def __init__(self, sid: str, cwd: str) -> None:
         self.sid = sid
@@ -148,8 +148,8 @@ class _SessionState:
         self.turn_no = 0
         self.msg_in_turn = 0
         self.call_id = ""
+        self.call_tool = ""
         self.first_kept = ""
-        self.ids = 0
 
 
 def _words(rng: random.Random, lo: int, hi: int) -> str:
@@ -191,12 +191,12 @@ def _entry_data(
             msg: dict[str, object] = {"role": "user", "content": text, "timestamp": ts}
             st.first_kept = eid
         elif st.call_id:
-            msg = {"role": "toolResult", "toolCallId": st.call_id, "toolName": rng.choice(_TOOLS),
+            msg = {"role": "toolResult", "toolCallId": st.call_id, "toolName": st.call_tool,
                    "content": _words(rng, 4, 20), "isError": rng.random() < 0.03, "timestamp": ts}
             st.call_id = ""
         elif rng.random() < 0.55:
             st.call_id = f"call_{rng.getrandbits(48):012x}"
-            tool = rng.choice(_TOOLS)
+            tool = st.call_tool = rng.choice(_TOOLS)
             msg = {"role": "assistant", "contents": [
                 {"type": "text", "text": _words(rng, 2, 8)},
                 {"type": "toolCall", "toolCall": {"id": st.call_id, "name": tool, "kind": "function",
