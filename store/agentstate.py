@@ -844,6 +844,17 @@ def _replace(
         if sess is None or sess[0] != fence.session_id:
             raise StaleFence("The run's session no longer exists.")
         session_id = fence.session_id
+        current = conn.execute(
+            "SELECT s.runtime_fencing_token, r.status FROM agent_state_sessions s LEFT JOIN agent_state_runs r "
+            "ON r.session_id = s.session_id AND r.run_id = ? WHERE s.session_id = ?",
+            (fence.run_id, session_id),
+        ).fetchone()
+        if current is None or int(current[0]) != fence.fencing_token or current[1] not in ACTIVE_RUN_STATUSES:
+            # Checked before the divergence gate so a superseded capture is told so, not told "divergent".
+            raise StaleFence(
+                f"The run {fence.run_id} no longer holds the session's fence (token {fence.fencing_token}); "
+                "another capture superseded it."
+            )
         canonical = _canonical_shapes(conn, session_id)
         why = divergence(canonical, state.files)
         if why:

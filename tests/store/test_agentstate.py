@@ -300,6 +300,17 @@ def test_stale_fences_are_refused_without_writing(sd: SessionDir) -> None:
     assert loaded(sd) == {"a.jsonl": [rec(1)]}
 
 
+def test_a_superseded_capture_is_stale_not_divergent(sd: SessionDir) -> None:
+    base = [rec(1), rec(2)]
+    capture(sd, {"a.jsonl": base})
+    canonical = ast.canonical_shape(sd, AGENT, SID)
+    slow = ast.begin_run(sd, AGENT, SID)
+    capture(sd, {"a.jsonl": base + [rec(3)]})  # a newer capture publishes first
+    state, stream = build(slow, {"a.jsonl": base + [rec(3)]}, canonical)
+    with pytest.raises(StaleFence):
+        ast.replace(sd, slow, state, stream)
+
+
 def test_reset_then_full_rewrite(sd: SessionDir) -> None:
     capture(sd, {"a.jsonl": [rec(1), rec(2)], "b.jsonl": [rec(3)]})
     head = ast.publish_reset(sd, AGENT, SID)
