@@ -31,6 +31,20 @@ if TYPE_CHECKING:
     from store.sessiondir import SessionDir
 
 
+def integrity_line(report: str) -> str:
+    """One status-line text for a failed ``quick_check``: the first problem and how many more there are."""
+    problems = [
+        line.strip()
+        for part in report.split(";")
+        for line in part.splitlines()
+        if line.strip() and not line.strip().startswith("***")
+    ]
+    if not problems:
+        return "integrity FAILED"
+    more = f" (+{len(problems) - 1:,} more)" if len(problems) > 1 else ""
+    return f"integrity FAILED: {problems[0]}{more}"
+
+
 def _commands_provider() -> type[Provider]:
     from tui.palette import SessionscopeCommands
 
@@ -204,9 +218,8 @@ class SessionscopeApp(App[None]):
         if message.ok:
             self.integrity = "integrity ok"
             return
-        first = message.text.split(";")[0].strip()
-        self.integrity = f"integrity FAILED: {first}"
-        self.notify(message.text, title="Integrity check failed", severity="error", timeout=10)
+        self.integrity = integrity_line(message.text)
+        self.notify(message.text[:2000], title="Integrity check failed", severity="error", timeout=10)
 
     # --- the demo ---------------------------------------------------------------------------------------------
 
@@ -268,8 +281,16 @@ class SessionscopeApp(App[None]):
     # --- actions ----------------------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "back" and self._on_base_screen():
+            return False  # nothing to go back to: hidden from the key bar and the palette
         sd = self.sd
         return actions.check_write(action, sd is not None and sd.writable)
+
+    def _on_base_screen(self) -> bool:
+        from tui.screens.sessions import SessionsScreen
+        from tui.screens.welcome import OpenFailedScreen, WelcomeScreen
+
+        return isinstance(self.screen, (SessionsScreen, WelcomeScreen, OpenFailedScreen)) or len(self.screen_stack) <= 2
 
     def action_help(self) -> None:
         from tui.screens.help import HelpScreen, collect_help
@@ -299,12 +320,8 @@ class SessionscopeApp(App[None]):
         self.notify(f"Theme: {name}", timeout=2)
 
     def action_back(self) -> None:
-        from tui.screens.sessions import SessionsScreen
-        from tui.screens.welcome import OpenFailedScreen, WelcomeScreen
-
-        if isinstance(self.screen, (SessionsScreen, WelcomeScreen, OpenFailedScreen)) or len(self.screen_stack) <= 2:
-            return
-        self.pop_screen()
+        if not self._on_base_screen():
+            self.pop_screen()
 
     def action_open_session_prompt(self) -> None:
         from tui.palette import OpenSessionDialog

@@ -53,6 +53,8 @@ class SessionscopeCommands(Provider):
             if spec.writes and not writable:
                 continue
             node = targets[spec.scope]
+            if not node.check_action(spec.action, ()):
+                continue  # disabled or hidden here (e.g. "Back" on the first screen)
             key = self.app.get_key_display(spec.binding().with_key(spec.key.split(",")[0], key_display=spec.key_display))
             yield (
                 f"{spec.description}  [{key}]",

@@ -135,6 +135,39 @@ async def test_corrupt_sessions_db_shows_a_clear_error(tmp_path: Path) -> None:
     assert app._exception is None
 
 
+def _smash_index_page(db: Path, index: str) -> None:
+    """Overwrite the cell pointers of one index's root page: the file still opens, quick_check fails."""
+    conn = sqlite3.connect(db)
+    try:
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        root = conn.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (index,)).fetchone()[0]
+    finally:
+        conn.close()
+    with db.open("r+b") as fh:
+        fh.seek((root - 1) * page_size + 8)
+        fh.write(b"\xff" * 64)
+
+
+async def test_a_failed_integrity_check_is_one_clear_line(demo_dir: Path) -> None:
+    _smash_index_page(demo_dir / "sessions.db", "idx_sessions_cwd")
+    app = SessionscopeApp(demo_dir, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, SessionsScreen)
+        assert app.integrity.startswith("integrity FAILED: ")
+        assert "\n" not in app.integrity and "***" not in app.integrity
+        shown = _static_text(app.screen.query_one("#status-integrity", Static))
+        assert shown == app.integrity and app.screen.query_one("#status-integrity").has_class("-bad")
+        assert any(n.title == "Integrity check failed" for n in app._notifications)
+
+
+def test_integrity_line_counts_the_problems() -> None:
+    from tui.app import integrity_line
+
+    report = "*** in database main ***\nOn tree page 9 cell 2: bad\nOn tree page 9 cell 1: bad; row 3 missing from index x"
+    assert integrity_line(report) == "integrity FAILED: On tree page 9 cell 2: bad (+2 more)"
+
+
 async def test_missing_directory_shows_a_clear_error(tmp_path: Path) -> None:
     app = SessionscopeApp(tmp_path / "nowhere", OpenMode.READ_ONLY)
     async with app.run_test(size=SIZE) as pilot:

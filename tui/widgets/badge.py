@@ -5,6 +5,11 @@ from __future__ import annotations
 from textual.widgets import Static
 
 BADGE_CLASSES = {"RW": "-rw", "READ-ONLY": "-read-only", "SNAPSHOT": "-snapshot"}
+BADGE_TOOLTIPS = {
+    "RW": "Read-write: repairs may write, each one previewed and confirmed.",
+    "READ-ONLY": "Read-only: nothing is written; repair actions are disabled.",
+    "SNAPSHOT": "Snapshot of a copy: nothing is written, no lock is taken, no -wal/-shm is created.",
+}
 
 
 def badge_text(mode_badge: str, writable: bool | None) -> str:
@@ -34,22 +39,20 @@ class ModeBadge(Static):
     """
 
     def __init__(self, text: str = "RW", *, id: str | None = None) -> None:
-        super().__init__(text, id=id, markup=False)
-        self._text = ""
-        self.set_text(text)
+        super().__init__(text, id=id, markup=False, classes=BADGE_CLASSES.get(text, "-read-only"))
+        self._text = text
+        self.tooltip = BADGE_TOOLTIPS.get(text, "")
 
     @property
     def text(self) -> str:
         return self._text
 
     def set_text(self, text: str) -> None:
+        if text == self._text:
+            return  # no restyle when nothing changed
         self._text = text
         self.update(text)
+        wanted = BADGE_CLASSES.get(text, "-read-only")
         for cls in BADGE_CLASSES.values():
-            self.remove_class(cls)
-        self.add_class(BADGE_CLASSES.get(text, "-read-only"))
-        self.tooltip = {
-            "RW": "Read-write: repairs may write, each one previewed and confirmed.",
-            "READ-ONLY": "Read-only: nothing is written; repair actions are disabled.",
-            "SNAPSHOT": "Snapshot of a copy: nothing is written, no lock is taken, no -wal/-shm is created.",
-        }.get(text, "")
+            self.set_class(cls == wanted, cls)
+        self.tooltip = BADGE_TOOLTIPS.get(text, "")
