@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import uuid as uuidlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -333,8 +334,30 @@ def _pick_transcript(agent: str, sid: str, rels: list[str]) -> str:
     return rels[0]
 
 
+def claude_code_path_base(base: Path) -> Path:
+    """The folder file paths are stored relative to: the projects folder, even when ``base`` is one project
+    (a folder holding session files itself), so capturing a project alone or the whole tree keys the same."""
+    if base.is_dir() and any(p.is_file() for p in base.glob("*.jsonl")):
+        return base.parent
+    return base
+
+
+def codex_path_base(base: Path) -> Path:
+    """The ``sessions`` folder above a ``YYYY``, ``YYYY/MM`` or ``YYYY/MM/DD`` folder (else ``base`` itself)."""
+    two, four = re.compile(r"\d{2}"), re.compile(r"\d{4}")
+    names = [base.name, base.parent.name, base.parent.parent.name]
+    if two.fullmatch(names[0]) and two.fullmatch(names[1]) and four.fullmatch(names[2]):
+        return base.parents[2]
+    if two.fullmatch(names[0]) and four.fullmatch(names[1]):
+        return base.parents[1]
+    if four.fullmatch(names[0]):
+        return base.parent
+    return base
+
+
 def discover_claude_code(root: str | os.PathLike[str] | None = None) -> tuple[list[SessionSource], list[UnkeyedFile]]:
     base = Path(root).expanduser().absolute() if root is not None else default_claude_code_root()
+    rel_base = claude_code_path_base(base)
     files: list[SourceFile] = []
     if base.is_dir():
         folders = [base] + sorted(p for p in base.iterdir() if p.is_dir())
@@ -345,22 +368,23 @@ def discover_claude_code(root: str | os.PathLike[str] | None = None) -> tuple[li
                 if path in seen or not path.is_file():
                     continue
                 seen.add(path)
-                src = _source(base, path)
+                src = _source(rel_base, path)
                 if src is not None:
                     files.append(src)
-    return _group(AGENT_CLAUDE_CODE, base, files, _claude_key)
+    return _group(AGENT_CLAUDE_CODE, rel_base, files, _claude_key)
 
 
 def discover_codex(root: str | os.PathLike[str] | None = None) -> tuple[list[SessionSource], list[UnkeyedFile]]:
     base = Path(root).expanduser().absolute() if root is not None else default_codex_root()
+    rel_base = codex_path_base(base)
     files: list[SourceFile] = []
     if base.is_dir():
         for path in sorted(base.rglob("rollout-*.jsonl")):
             if path.is_file():
-                src = _source(base, path)
+                src = _source(rel_base, path)
                 if src is not None:
                     files.append(src)
-    return _group(AGENT_CODEX, base, files, _codex_key)
+    return _group(AGENT_CODEX, rel_base, files, _codex_key)
 
 
 # ------------------------------------------------------------------------------------------------ scanning

@@ -350,3 +350,13 @@ def test_capture_paths_takes_only_the_sessions_of_those_files(claude_tree: Path,
     summary = cap.capture_paths(sd, "claude-code", claude_tree, [claude_tree / SUBAGENT])
     assert [(s.agent_session_id, s.status, s.files) for s in summary.sessions] == [(PARENT_ID, "new", 2)]
     assert [c.agent_session_id for c in ast.list_checkpoints(sd)] == [PARENT_ID]
+
+
+def test_capturing_one_project_or_day_keys_like_the_whole_tree(real_fixtures: Path, sd: SessionDir) -> None:
+    cap.capture_claude_code(sd, real_fixtures / "claude-code")
+    cap.capture_codex(sd, real_fixtures / "codex" / "sessions")
+    project = cap.capture_claude_code(sd, real_fixtures / "claude-code" / "-src-experiments-claude_p")
+    assert [(s.agent_session_id, s.status, s.paths) for s in project.sessions] == [
+        (PARENT_ID, "unchanged", (PARENT, SUBAGENT))]
+    day = cap.capture_codex(sd, real_fixtures / "codex" / "sessions" / "2026" / "02" / "23")
+    assert day.counts["unchanged"] == 3 and INTERRUPTED in {p for s in day.sessions for p in s.paths}
