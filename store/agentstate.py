@@ -1256,6 +1256,38 @@ def list_checkpoints(sd: SessionDir, agent_id: str | None = None) -> list[Checkp
     return out
 
 
+@dataclass(frozen=True)
+class ResetPreview:
+    """What :func:`publish_reset` would change, for a confirmation dialog."""
+
+    agent_id: str
+    agent_session_id: str
+    head: PublicationHead | None
+    files: int  # files of the checkpoint that stops being loadable
+    records: int
+    allowed: bool
+    summary: str  # one sentence
+
+
+def preview_reset(sd: SessionDir, agent_id: str, agent_session_id: str) -> ResetPreview:
+    """Describe a reset without writing anything (``allowed`` is False in a read mode or for a reset head)."""
+    info = checkpoint_info(sd, agent_id, agent_session_id)
+    head_obj = info.head if info else None
+    files = info.state.file_count if info and info.state else 0
+    records = info.state.record_count if info and info.state else 0
+    if sd.mode.is_read:
+        return ResetPreview(agent_id, agent_session_id, head_obj, files, records, False,
+                            f"The session directory is open {sd.mode.value}: nothing can be reset.")
+    if head_obj is not None and head_obj.kind == KIND_RESET:
+        return ResetPreview(agent_id, agent_session_id, head_obj, 0, 0, False, "The head is already a reset.")
+    if files:
+        text = (f"The head becomes a reset: the checkpoint of {files} files and {records} records stops being "
+                "loadable, and the next capture stores the files on disk afresh.")
+    else:
+        text = "The head becomes a reset; the next capture stores the files on disk afresh."
+    return ResetPreview(agent_id, agent_session_id, head_obj, files, records, True, text)
+
+
 def checkpoint_info(sd: SessionDir, agent_id: str, agent_session_id: str) -> CheckpointInfo | None:
     for info in list_checkpoints(sd, agent_id):
         if info.agent_session_id == agent_session_id:

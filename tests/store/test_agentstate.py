@@ -313,8 +313,12 @@ def test_a_superseded_capture_is_stale_not_divergent(sd: SessionDir) -> None:
 
 def test_reset_then_full_rewrite(sd: SessionDir) -> None:
     capture(sd, {"a.jsonl": [rec(1), rec(2)], "b.jsonl": [rec(3)]})
+    preview = ast.preview_reset(sd, AGENT, SID)
+    assert (preview.allowed, preview.files, preview.records) == (True, 2, 3)
+    assert ast.load_checkpoint(sd, AGENT, SID) is not None  # a preview writes nothing
     head = ast.publish_reset(sd, AGENT, SID)
     assert head.kind == "reset" and ast.head(sd, AGENT, SID) == head
+    assert not ast.preview_reset(sd, AGENT, SID).allowed
     assert ast.load_checkpoint(sd, AGENT, SID) is None
     assert ast.canonical_shape(sd, AGENT, SID) is None
     _, result = capture(sd, {"a.jsonl": [rec(1, "new")]})
