@@ -12,8 +12,9 @@ Discovery:
 A file that names no session (an empty file, or one with only ``summary`` records) cannot be keyed: it is
 reported as its own ``unreadable`` entry with an empty ``agent_session_id`` and is not stored.
 
-Each session is one checkpoint keyed by (agent, agent session id); its file paths are relative to the capture
-root. A re-capture reads the canonical shape first and proves each file's canonical prefix by digest, so an
+Each session is one checkpoint keyed by (agent, agent session id); its file paths are relative to the projects
+folder (Claude Code: ``<project>/<session>.jsonl``) or the sessions folder (Codex: ``YYYY/MM/DD/rollout-….jsonl``),
+also when a single project or day folder is given, so a narrower capture finds the same checkpoints. A re-capture reads the canonical shape first and proves each file's canonical prefix by digest, so an
 appended file costs one hash of its prefix plus the new tail, and only the tail is written. A file whose
 canonical prefix changed (a rewritten, shortened or removed file) makes the session ``divergent``: nothing is
 written until a reset is published (:func:`store.agentstate.publish_reset`), after which the next capture
