@@ -112,13 +112,18 @@ def _message_text(msg: dict[str, object]) -> str | None:
     return None
 
 
+def _no_constants(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _loads(data: object) -> dict[str, object] | None:
+    """The entry's JSON object; None when it does not parse (NaN / Infinity are not JSON) or is no object."""
     if isinstance(data, bytes):
         data = data.decode("utf-8", "replace")
     if not isinstance(data, str):
         return None
     try:
-        obj = json.loads(data)
+        obj = json.loads(data, parse_constant=_no_constants)
     except (ValueError, RecursionError):
         return None
     return obj if isinstance(obj, dict) else None

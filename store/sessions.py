@@ -241,6 +241,8 @@ class _Lists:
                     ids = [as_text(r[0]) for r in conn.execute(f"{sql} LIMIT {FIRST_PART}", params)]
                     total = len(ids)
                     if total == FIRST_PART:
+                        if not flt.messages_only:  # only that filter needs the aggregates: count without the join
+                            body = f"FROM src.sessions s{joins} WHERE {where}"
                         total = int(conn.execute(f"SELECT count(*) {body}", params).fetchone()[0])
                     view = _View(ids, total, total == len(ids))
                 else:

@@ -230,6 +230,7 @@ def test_title_and_preview_rules() -> None:
     assert title_from_data('{"type":"session_info","name":"Fix the parser"}') == "Fix the parser"
     assert title_from_data('{"type":"session_info","name":null}') == ""
     assert title_from_data("{not json") == ""
+    assert title_from_data('{"type":"session_info","name":"x","n":NaN}') == ""    # NaN is not JSON
     user = {"type": "message", "message": {"role": "user", "content": "  hello\n\n  world  "}}
     assert preview_from_data(json.dumps(user)) == "hello world"
     blocks = {"message": {"role": "user", "contents": [{"type": "image"}, {"type": "text", "text": "from block"}]}}
