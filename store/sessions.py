@@ -1,12 +1,13 @@
 """Session listing, search, details and filter facets (reference section 5).
 
 ``list_sessions`` serves windows of the session list the reference defines (``last_active_at`` =
-``COALESCE(MAX(entries.timestamp), sessions.timestamp)``, newest first, title = newest ``session_info`` name,
-preview = first user text, message count = ``message`` entries) from :mod:`store.sessionindex`, which keeps
-the per-session aggregates in a cache outside the session directory and brings them up to date
-incrementally. Sorting, filtering and windowing happen in memory over one row per session: a window at any
-offset is a list slice. Search is evaluated exactly against ``sessions.db`` (``LIKE`` over the session
-columns, or over any ``entries.data`` of the session) and joined with the list.
+``COALESCE(MAX(entries.timestamp), sessions.timestamp)``, newest first; title = newest ``session_info`` name;
+preview = first user text; message count = ``message`` entries). The per-session aggregates come from
+:mod:`store.sessionindex`, a cache outside the session directory brought up to date incrementally; the list
+itself is one SQL join of the live ``sessions`` rows with that cache, sorted and filtered in SQLite. A view's
+ids are kept until the database changes, so a window at any offset is a list slice plus a primary-key fetch
+of its rows. Search is evaluated exactly against ``sessions.db`` (``LIKE`` over the session columns, or over
+any ``entries.data`` of the session) and joined with the list.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ __all__ = [
 ]
 
 MIN_PREFIX = 4
-MAX_VIEWS = 12                  # sorted/filtered views kept per directory
+MAX_VIEWS = 6                   # sorted/filtered views kept per directory (100k ids are ~7 MB)
 MAX_SEARCHES = 8                # search results kept per directory
 
 
