@@ -301,3 +301,26 @@ def test_list_does_not_import_textual() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0 and done.stdout.strip() == "False"
+
+
+def test_older_layout_lists_with_a_note(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "old"
+    root.mkdir()
+    conn = sqlite3.connect(root / "sessions.db")
+    conn.executescript(
+        """
+        CREATE TABLE sessions (id TEXT PRIMARY KEY, cwd TEXT, timestamp TEXT, parent_session TEXT, version INTEGER);
+        CREATE TABLE entries (seq INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT, id TEXT UNIQUE,
+                              type TEXT NOT NULL, parent_id TEXT, timestamp TEXT NOT NULL, data TEXT NOT NULL);
+        INSERT INTO sessions VALUES ('0123456789abcdef', '/legacy', '2025-01-01T00:00:00Z', NULL, 1);
+        INSERT INTO entries (session_id, id, type, timestamp, data) VALUES ('0123456789abcdef', 'e1', 'message',
+          '2025-01-02T00:00:00Z', '{"type":"message","message":{"role":"user","content":"legacy hello"}}');
+        """
+    )
+    conn.commit()
+    conn.close()
+    code, out, err = run(capsys, "--dir", str(root), "list", "--json")
+    assert code == 0
+    assert [(d["id"], d["channel_type"], d["preview"]) for d in json.loads(out)] == [
+        ("0123456789abcdef", "local", "legacy hello")]
+    assert err.startswith("sessionscope: note: ") and err.count("\n") == 1

@@ -208,7 +208,10 @@ def _open(args: argparse.Namespace) -> SessionDir:
         raise StoreError(
             f"no session directory at {default_session_dir()}; pass --dir or run `{PROG} --demo`"
         )
-    return open_session_dir(root, _mode(args, default=OpenMode.READ_ONLY))
+    sd = open_session_dir(root, _mode(args, default=OpenMode.READ_ONLY))
+    for notice in sd.notices:  # e.g. an older or newer schema: shown as far as it goes
+        print(f"{PROG}: note: {' '.join(notice.split())}", file=sys.stderr)
+    return sd
 
 
 # ----------------------------------------------------------------------------------------------------------
