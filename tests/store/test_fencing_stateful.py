@@ -30,7 +30,7 @@ from store.recovery import AbandonToolExecutions, RecoverRun, ReleaseExpiredLeas
 from store.repairs import RepairPreview
 from store.runs import TERMINAL_STATUSES, list_turns, pending_decisions_conn, read_execution_facts
 from store.sessiondir import open_session_dir
-from store.simulator import RuntimeSimulator, create_session
+from store.simulator import STEP_KINDS, RuntimeSimulator, create_session
 
 T0 = 1_900_000_000
 TTL = 15
@@ -115,11 +115,17 @@ class FencingMachine(RuleBasedStateMachine):
         self.sims[(r, s)] = sim
 
     @precondition(lambda self: bool(self.sims))
-    @rule(data=st.data(), times=st.integers(1, 4))
-    def step(self, data: st.DataObject, times: int) -> None:
+    @rule(data=st.data(), until=st.sampled_from(STEP_KINDS))
+    def step(self, data: st.DataObject, until: str) -> None:
+        """Step one runtime until it has done a step of kind ``until`` (a tool call, a pending approval, …)."""
         r, s = data.draw(st.sampled_from(sorted(self.sims)))
-        for _ in range(times):
+        for _ in range(len(STEP_KINDS)):
+            sim = self.sims.get((r, s))
+            if sim is None:
+                return
             self.runtime_write(r, s, "step")
+            if STEP_KINDS[(sim.step_no - 1) % len(STEP_KINDS)] == until:
+                return
 
     @precondition(lambda self: bool(self.sims))
     @rule(data=st.data())
@@ -177,6 +183,12 @@ class FencingMachine(RuleBasedStateMachine):
     @rule(seconds=st.sampled_from([1, 3, 7, 14, 15, 16, 40]))
     def advance_clock(self, seconds: int) -> None:
         self.clock.now += seconds
+
+    @precondition(lambda self: bool(self.sims))
+    @rule()
+    def stall_past_ttl(self) -> None:
+        """Runtimes pause (a long GC, a suspended laptop) past their TTL and then carry on writing."""
+        self.clock.now += TTL
 
     @precondition(lambda self: bool(self.sims))
     @rule(data=st.data())
@@ -312,7 +324,7 @@ class FencingMachine(RuleBasedStateMachine):
 
 
 FencingMachine.TestCase.settings = settings(
-    max_examples=100, stateful_step_count=50, deadline=None,
+    max_examples=80, stateful_step_count=50, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestFencing = FencingMachine.TestCase
