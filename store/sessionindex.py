@@ -116,6 +116,9 @@ def _no_constants(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
 
 
+_DECODE = json.JSONDecoder(parse_constant=_no_constants).decode   # (json.loads with arguments builds one per call)
+
+
 def _loads(data: object) -> dict[str, object] | None:
     """The entry's JSON object; None when it does not parse (NaN / Infinity are not JSON) or is no object."""
     if isinstance(data, bytes):
@@ -123,7 +126,7 @@ def _loads(data: object) -> dict[str, object] | None:
     if not isinstance(data, str):
         return None
     try:
-        obj = json.loads(data, parse_constant=_no_constants)
+        obj = _DECODE(data)
     except (ValueError, RecursionError):
         return None
     return obj if isinstance(obj, dict) else None
