@@ -317,9 +317,10 @@ class NewRun:
     mode: str = ""
 
 
-def create_run(conn: sqlite3.Connection, run: NewRun, lease: Lease | None, *, timestamp: str | None = None) -> None:
+def create_run(conn: sqlite3.Connection, run: NewRun, lease: Lease | None, *, timestamp: str | None = None,
+               now: int | None = None) -> None:
     """Insert a new run row (fenced). A duplicate id or a second active run in the session fails."""
-    check_fence(conn, lease, session_id=run.session_id)
+    check_fence(conn, lease, session_id=run.session_id, now=now)
     if run.status not in ("created", "queued", "running"):
         raise InvalidRunTransition(f"A new run cannot start in status '{run.status}'.")
     ts = timestamp or format_rfc3339()

@@ -120,7 +120,7 @@ class RuntimeSimulator:
         try:
             with self.sd.db.write() as conn:
                 create_run(conn, NewRun(id=run_id, session_id=self.session_id, source="simulator",
-                                        model="sim-model", mode="default"), guard.lease)
+                                        model="sim-model", mode="default"), guard.lease, now=now)
                 guard.bind(conn, run_id, now=now)
                 entry = open_turn(conn, self.session_id, turn_id, run_id=run_id, attempt=1)
                 insert_run_event(conn, NewRunEvent(id=f"run_{run_id}_started", session_id=self.session_id,
