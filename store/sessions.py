@@ -25,20 +25,18 @@ from typing import TYPE_CHECKING
 from store import paths
 from store.db import Database, describe_sqlite_error
 from store.errors import AmbiguousSessionId, SessionNotFound, StoreError
-from store.sessionindex import (
+from store.aggregates import (
     PREVIEW_CHARS,
-    IndexInfo,
     Layout,
-    SessionIndex,
     Scanner,
     aggregate,
     as_int,
     as_text,
-    cache_path_for,
     preview_from_data,
     read_layout,
     title_from_data,
 )
+from store.sessionindex import IndexInfo, SessionIndex, cache_path_for
 
 if TYPE_CHECKING:
     from store.sessiondir import SessionDir

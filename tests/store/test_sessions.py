@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import store.sessionindex as sessionindex
+import store.aggregates as aggregates
 import store.sessions as sessions_mod
 from store import paths
 from store.db import OpenMode
@@ -379,8 +379,8 @@ def test_search_is_exact_and_escaped(writer: Writer) -> None:
 
 
 def test_search_with_parallel_scan_matches(writer: Writer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sessionindex, "PARALLEL_MIN_ROWS", 1)
-    monkeypatch.setattr(sessionindex.Scanner, "__init__", _two_workers)
+    monkeypatch.setattr(aggregates, "PARALLEL_MIN_ROWS", 1)
+    monkeypatch.setattr(aggregates.Scanner, "__init__", _two_workers)
     w = writer
     for i in range(12):
         sid = w.session(f"{i:016x}")
@@ -394,7 +394,7 @@ def test_search_with_parallel_scan_matches(writer: Writer, monkeypatch: pytest.M
             reference_rows(w.path)).index(r.id))
 
 
-def _two_workers(self: sessionindex.Scanner, db: object) -> None:
+def _two_workers(self: aggregates.Scanner, db: object) -> None:
     self.db = db  # type: ignore[assignment]
     self.workers = 2
 
@@ -590,11 +590,11 @@ def test_cached_list_equals_reference_sql(tmp_path_factory: pytest.TempPathFacto
     root = tmp_path_factory.mktemp("prop") / "sessions"
     w = new_dir(root)
     model = Model()
-    old_min, old_first, old_init = sessionindex.PARALLEL_MIN_ROWS, sessions_mod.FIRST_PART, sessionindex.Scanner.__init__
-    sessionindex.PARALLEL_MIN_ROWS = 1 if parallel else old_min
+    old_min, old_first, old_init = aggregates.PARALLEL_MIN_ROWS, sessions_mod.FIRST_PART, aggregates.Scanner.__init__
+    aggregates.PARALLEL_MIN_ROWS = 1 if parallel else old_min
     sessions_mod.FIRST_PART = first_part
     if parallel:
-        sessionindex.Scanner.__init__ = _two_workers  # type: ignore[method-assign]
+        aggregates.Scanner.__init__ = _two_workers  # type: ignore[method-assign]
     try:
         w.conn.execute("INSERT INTO projects (id, name, created_at, updated_at) VALUES ('p1', 'One', 'x', 'x')")
         for op, pick, t in ops:
@@ -638,8 +638,8 @@ def test_cached_list_equals_reference_sql(tmp_path_factory: pytest.TempPathFacto
                 _check(w, pick)
         _check(w, 0)
     finally:
-        sessionindex.PARALLEL_MIN_ROWS, sessions_mod.FIRST_PART = old_min, old_first
-        sessionindex.Scanner.__init__ = old_init  # type: ignore[method-assign]
+        aggregates.PARALLEL_MIN_ROWS, sessions_mod.FIRST_PART = old_min, old_first
+        aggregates.Scanner.__init__ = old_init  # type: ignore[method-assign]
         with sessions_mod._registry_lock:
             entries = list(sessions_mod._registry.values())
             sessions_mod._registry.clear()
