@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PREVIEW_CHARS", "MIN_PREFIX", "SessionSummary", "SortKey", "SessionFilter", "SessionPage", "FacetValue",
     "Facets", "IndexInfo", "list_sessions", "count_sessions", "position_of", "get_session", "resolve_session_id",
-    "facets", "refresh", "index_info", "clear_cache", "like_pattern", "title_from_data", "preview_from_data",
+    "facets", "refresh", "index_info", "release", "clear_cache", "like_pattern", "title_from_data", "preview_from_data",
 ]
 
 MIN_PREFIX = 4
@@ -397,6 +397,14 @@ def index_info(sd: SessionDir) -> IndexInfo:
         with lists.lock:
             lists.fresh(sd)
         return lists.index.info()
+
+
+def release(sd: SessionDir) -> None:
+    """Close this directory's list index now (it is also closed when ``sd.db`` is garbage-collected)."""
+    with _registry_lock:
+        entry = _registry.pop(id(sd.db), None)
+    if entry is not None and entry[0]() is sd.db:
+        entry[1].close()
 
 
 def clear_cache(sd: SessionDir) -> None:

@@ -533,6 +533,19 @@ def test_unwritable_cache_dir_falls_back_to_memory(writer: Writer, monkeypatch: 
         assert {r.id: r.message_count for r in listed(sd)}["0000000000000001"] == 2
 
 
+def test_release_closes_the_index_and_a_later_call_reopens_it(writer: Writer) -> None:
+    w = writer
+    w.user(w.session("aaaa000000000000"), "x")
+    with open_session_dir(w.root, OpenMode.READ_ONLY) as sd:
+        lists = sessions_mod._lists(sd)
+        listed(sd)
+        sessions_mod.release(sd)
+        with pytest.raises(sqlite3.ProgrammingError):
+            lists.index.conn.execute("SELECT 1")
+        assert [r.preview for r in listed(sd)] == ["x"]
+        assert index_info(sd).last_sync == "unchanged"
+
+
 def test_two_open_directories_share_one_cache(writer: Writer) -> None:
     w = writer
     a = w.session("aaaa000000000000")
