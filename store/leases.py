@@ -719,10 +719,25 @@ class _Heartbeat:
     def stop(self) -> None:
         self._stop.set()
 
+    def _should_exit(self) -> bool:
+        """Decide to stop under the owner's mutex, so :func:`start_heartbeat` never reuses a stopping thread."""
+        ident = _database_identity(self.sd)
+        with self.owner._mutex:  # noqa: SLF001
+            idle = not any(
+                lease.held and lease.database_identity == ident for lease in self.owner._held.values()  # noqa: SLF001
+            )
+            if idle or getattr(self.sd.db, "_closed", False) or self._stop.is_set():
+                self._stop.set()
+                if self.owner._schedulers.get(ident) is self:  # noqa: SLF001
+                    del self.owner._schedulers[ident]  # noqa: SLF001
+                return True
+        return False
+
     def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            if not self.owner.held_leases(_database_identity(self.sd)):
-                break
+        while True:
+            self._stop.wait(self.interval)
+            if self._should_exit():
+                return
             deadline = time.monotonic() + self.interval * 2
             while not self._stop.is_set():
                 try:
@@ -733,9 +748,6 @@ class _Heartbeat:
                     if time.monotonic() >= deadline:
                         break
                     time.sleep(RENEW_RETRY_SLEEP_S)
-        with self.owner._mutex:  # noqa: SLF001
-            if self.owner._schedulers.get(_database_identity(self.sd)) is self:  # noqa: SLF001
-                del self.owner._schedulers[_database_identity(self.sd)]  # noqa: SLF001
 
 
 def start_heartbeat(sd: SessionDir, owner: LeaseOwner | None = None, interval: float = HEARTBEAT_INTERVAL_S) -> None:
