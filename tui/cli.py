@@ -269,7 +269,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
     _print_table(page.rows, out)
     shown = args.offset + len(page.rows)
     if page.has_more:
-        print(f"… {page.total - shown:,} more of {page.total:,} (--limit N, --offset N or --limit 0 for all)", file=out)
+        print(f"… {page.total - shown:,} more of {page.total:,} (--limit N, --offset N or --limit 0 for all)",
+              file=out)
     return 0
 
 

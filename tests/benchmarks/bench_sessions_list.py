@@ -65,7 +65,8 @@ total = page.total
 for frac in (0.1, 0.5, 0.999):
     off = int(total * frac)
     t = time.perf_counter(); list_sessions(sd, offset=off, limit=100); out[f"offset {off}"] = time.perf_counter() - t
-t = time.perf_counter(); list_sessions(sd, offset=int(total * 0.7), limit=100); out["another offset"] = time.perf_counter() - t
+t = time.perf_counter(); list_sessions(sd, offset=int(total * 0.7), limit=100)
+out["another offset"] = time.perf_counter() - t
 for key in SortKey:
     t = time.perf_counter(); list_sessions(sd, sort=key, limit=100); out[f"sort {key.value}"] = time.perf_counter() - t
 print(json.dumps(out))

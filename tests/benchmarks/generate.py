@@ -290,7 +290,8 @@ def build_large_dir(path: Path, spec: LargeDirSpec = LargeDirSpec()) -> LargeDir
 
     # Projects, pins, runs.
     now = "2026-11-01T00:00:00Z"
-    projects = [(f"proj{p:02d}", f"Project {name}", now, now) for p, name in enumerate(("Atlas", "Beacon", "Cobalt", "Delta", "Ember", "Fjord"))]
+    names = ("Atlas", "Beacon", "Cobalt", "Delta", "Ember", "Fjord")
+    projects = [(f"proj{p:02d}", f"Project {name}", now, now) for p, name in enumerate(names)]
     conn.executemany("INSERT INTO projects (id, name, created_at, updated_at) VALUES (?,?,?,?)", projects)
     meta = []
     for i, sid in enumerate(sids):
@@ -302,7 +303,8 @@ def build_large_dir(path: Path, spec: LargeDirSpec = LargeDirSpec()) -> LargeDir
         if rng.random() < 0.05:
             runs.append((f"run-{sid}-1", sid, "completed", now, now, now))
     for sid in rng.sample(sids, k=min(20, len(sids))):
-        runs.append((f"run-{sid}-active", sid, rng.choice(("running", "queued", "waiting_for_approval")), now, now, None))
+        status = rng.choice(("running", "queued", "waiting_for_approval"))
+        runs.append((f"run-{sid}-active", sid, status, now, now, None))
     conn.executemany(
         "INSERT INTO session_runs (id, session_id, status, started_at, updated_at, finished_at) VALUES (?,?,?,?,?,?)",
         runs,

@@ -95,7 +95,8 @@ class Writer:
         return int(cur.lastrowid or 0)
 
     def user(self, sid: str, text: str, **kw: object) -> int:
-        return self.entry(sid, "message", {"message": {"role": "user", "content": text}}, **kw)  # type: ignore[arg-type]
+        msg = {"role": "user", "content": text}
+        return self.entry(sid, "message", {"message": msg}, **kw)  # type: ignore[arg-type]
 
     def assistant(self, sid: str, text: str, **kw: object) -> int:
         msg = {"role": "assistant", "contents": [{"type": "text", "text": text}]}
@@ -307,8 +308,8 @@ def test_filters_sorts_and_windows(writer: Writer) -> None:
             w.title(sid, f"Title {(i * 7) % 13:02d}", t=1000 + i * 10 + 9)
     w.conn.execute("INSERT INTO projects (id, name, created_at, updated_at) VALUES ('p1', 'P', 'x', 'x')")
     for sid in ids[:5]:
-        w.conn.execute("INSERT INTO session_metadata (session_id, project_id, pinned, updated_at) VALUES (?, 'p1', 0, 'x')",
-                       (sid,))
+        w.conn.execute("INSERT INTO session_metadata (session_id, project_id, pinned, updated_at) "
+                       "VALUES (?, 'p1', 0, 'x')", (sid,))
     ref = {r.id: r for r in reference_rows(w.path)}
     with open_session_dir(w.root, OpenMode.READ_ONLY) as sd:
         everything = listed(sd)
@@ -628,8 +629,8 @@ def test_cached_list_equals_reference_sql(tmp_path_factory: pytest.TempPathFacto
             elif op == "injected":
                 w.entry(sid, "message", {"message": {"role": "user", "content": "ctx", "systemInjected": True}}, t=t)
             elif op == "blocks":
-                w.entry(sid, "message", {"message": {"role": "user", "contents": [{"type": "text", "text": f"b{pick}"}]}},
-                        t=t)
+                blocks = [{"type": "text", "text": f"b{pick}"}]
+                w.entry(sid, "message", {"message": {"role": "user", "contents": blocks}}, t=t)
             elif op == "orphan":
                 w.entry(None if pick % 2 else "no-such-session", "message",
                         {"message": {"role": "user", "content": "orphan"}}, t=t)
