@@ -846,3 +846,48 @@ def acquire_recovery(sd: SessionDir, session_id: str, expected_run_id: str, **kw
 
 def acquire_admission(sd: SessionDir, session_id: str, **kw: object) -> LeaseGuard:
     return acquire(sd, session_id, "admission", **kw)  # type: ignore[arg-type]
+
+
+@dataclass
+class LeaseGroup:
+    """``mutation`` leases of several sessions for one multi-session change (reference 10.8)."""
+
+    guards: list[LeaseGuard]
+
+    def guard(self, session_id: str) -> LeaseGuard:
+        for g in self.guards:
+            if g.session_id == session_id:
+                return g
+        raise StoreError(f"This lease group holds no lease on session {session_id}.")
+
+    def release(self) -> None:
+        """Release in reverse acquisition order; safe to call twice."""
+        for g in reversed(self.guards):
+            g.release()
+
+    def __enter__(self) -> LeaseGroup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def acquire_mutations(
+    sd: SessionDir,
+    session_ids: list[str] | tuple[str, ...],
+    *,
+    owner: LeaseOwner | None = None,
+    ttl: int = LEASE_TTL_S,
+    now: int | None = None,
+) -> LeaseGroup:
+    """``mutation`` leases on every session, taken in sorted id order; all or none."""
+    who = owner or LeaseOwner.current()
+    taken: list[LeaseGuard] = []
+    try:
+        for sid in sorted(set(session_ids)):
+            taken.append(acquire(sd, sid, "mutation", owner=who, ttl=ttl, now=now))
+    except BaseException:
+        for g in reversed(taken):
+            g.release(now=now)
+        raise
+    return LeaseGroup(taken)

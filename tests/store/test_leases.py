@@ -517,3 +517,23 @@ def test_list_leases_and_describe(sd: SessionDir, clock: Clock) -> None:
     assert all_rows[1].describe().startswith("released by")
     clock.advance(15)
     assert "expired at" in list_leases(sd)[0].describe()
+
+
+def test_mutation_group_sorted_all_or_none_and_reverse_release(sd: SessionDir, clock: Clock) -> None:
+    a, b, c = sorted(create_session(sd) for _ in range(3))
+    owner = LeaseOwner()
+    released: list[str] = []
+    leases.set_publisher(lambda kind, n: released.append(n.session_id) if kind == "released" else None)
+    try:
+        with leases.acquire_mutations(sd, [c, a, b, a], owner=owner) as group:
+            assert [g.session_id for g in group.guards] == [a, b, c]
+            assert group.guard(b).lease.purpose == "mutation"
+        assert released == [c, b, a]
+    finally:
+        leases.set_publisher(None)
+    holder = LeaseOwner()
+    acquire_lease(sd, b, "mutation", owner=holder)
+    with pytest.raises(LeaseBusy):
+        leases.acquire_mutations(sd, [a, b, c], owner=owner)
+    assert row(sd, a).state == "released" and row(sd, c).epoch == 1  # a was released again, c never taken
+    assert not owner.is_locked(lock_key(sd.root, a))

@@ -131,6 +131,9 @@ def test_recover_a_killed_runtime_exactly_as_the_reference(sd: SessionDir, sid: 
     epoch = int(sim.first("acquired")["epoch"])  # type: ignore[call-overload]
     owner_id, pid = str(started["owner"]), sim.proc.pid
 
+    acquired_at = get_lease(sd, sid).acquired_at  # type: ignore[union-attr]
+    _wait_until(lambda: get_lease(sd, sid).heartbeat_at > acquired_at)  # type: ignore[union-attr]  # it heartbeats
+
     # While the runtime lives, the repair is refused and names the holder; nothing is written.
     repair = RecoverRun(sd, run_id)
     preview = repair.preview()
@@ -208,6 +211,22 @@ def test_recovery_then_interrupted_tools_after_kill(sd: SessionDir, sid: str, sp
             states = conn.execute("SELECT execution_state FROM tool_execution_records ORDER BY id").fetchall()
         assert [s[0] for s in states] == ["abandoned"]
         assert "no interrupted tool execution record" in abandon.preview().refusal
+
+
+def test_simulator_completes_runs_and_leaves_a_tombstone(sd: SessionDir, sid: str, spawn: object) -> None:
+    sim = spawn(sid, "--runs", "2", "--steps", "7", "--append-interval", "0")  # type: ignore[operator]
+    sim.wait_for("done")
+    assert sim.proc.wait(timeout=10) == 0
+    runs = [o for o in sim.seen if o["event"] == "run_finished"]
+    assert [o["status"] for o in runs] == ["completed", "completed"]
+    for o in runs:
+        run = get_run(sd, str(o["run"]))
+        assert run is not None and run.status == "completed"
+        assert f"run_{o['run']}_completed" in {e.id for e in list_run_events(sd, run_id=str(o["run"]))}
+    lease = get_lease(sd, sid)
+    assert lease is not None and (lease.epoch, lease.state, lease.purpose) == (2, "released", "execution")
+    assert [t.status for t in list_turns(sd, sid)] == ["completed", "completed"]
+    assert inspect_execution(sd, sid).state == "idle"
 
 
 # --- in-process scenarios --------------------------------------------------------------------------------------------
