@@ -11,8 +11,19 @@ Recovery as Sessionscope does it (an operator's explicit action):
   run was active", run → ``failed``), since an operator recovers exactly what a periodic scan would once the
   lease expired; with ``user_stop=True`` the user-stop row (``cancelled_by_user_after_owner_loss``, run →
   ``cancelled``). An operator's retry does not wait for ``next_retry_at`` (like the admission trigger).
-* Open turns of the run get a ``turn_end`` entry with ``status`` = the run's new status and
-  ``stopReason`` = the reason code; the ``conversation_turns`` row is closed with ``end_seq`` = that entry.
+* Transactions, in order: (1) the ``recovery`` lease (CAS takeover fenced on the previewed epoch, epoch + 1);
+  (2) re-read facts + the ``session_run_recoveries`` upsert (``recovering``, attempt, ``previous_lease_epoch``);
+  (3) the converge transaction: one ``approval_resolved`` / ``question_resolved`` event per pending decision
+  (id ``recovery_decision_<runID>_<decisionID>``, source ``agentruntime``, status ``cancelled``, data
+  ``{"decisionId", "value": "deny_once" (approvals only), "reason", "code"}``), the run → terminal with
+  ``error`` = the reason text, the ``recovered`` event (id ``recovery_<runID>_<status>``, data
+  ``{"reason", "code"}``), a ``turn_end`` entry per open turn of the run (``parentId`` = the leaf, checked;
+  ``status`` = the run's new status, ``stopReason`` = the reason code) with its ``conversation_turns`` row
+  closed (``end_seq`` = that entry's seq), and the recovery row → ``completed``; (4) the lease released
+  (tombstone). A failure in (3) rolls it back whole and marks the row ``failed`` with ``last_error`` and
+  ``next_retry_at = now + backoff`` (1 s doubling per attempt, capped at 60 s), fenced by the same lease.
+* A decision's id is the first non-empty of ``decisionId``, ``approvalId``, ``questionId``, ``requestId``, ``id``
+  in the event data (the reference does not name the field).
 
 Tool executions: the repairs only ever change ``tool_execution_records.execution_state`` (to ``abandoned`` or
 ``retry_requested``) of records that are not ``completed``/``failed``/``abandoned``. ``completed_at`` is left as
@@ -56,7 +67,6 @@ from store.runs import (
     open_turns_of_run,
     pending_decisions_conn,
     read_facts_conn,
-    recovery_conn,
     recovery_decision_event_id,
     recovery_event_id,
     remote_retainable,

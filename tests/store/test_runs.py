@@ -11,7 +11,7 @@ import pytest
 
 from store.db import OpenMode
 from store.errors import LeaseLost, SessionNotFound, StoreError
-from store.leases import LeaseOwner, LeaseSnapshot, acquire_lease, clock_override, release_lease
+from store.leases import LeaseOwner, LeaseSnapshot, acquire_lease, clock_override
 from store.runs import (
     NON_TERMINAL_STATUSES,
     TERMINAL_STATUSES,
