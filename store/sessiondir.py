@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,7 @@ class SessionDir:
     db: Database
     schema: SchemaInfo
     notices: list[str] = field(default_factory=list)
+    _closers: list[Callable[[], None]] = field(default_factory=list, repr=False)
 
     @property
     def db_path(self) -> Path:
@@ -43,7 +45,17 @@ class SessionDir:
         if not self.writable:
             raise ReadOnlyStore(f"Refused: {self.read_only_reason} (read-only).")
 
+    def on_close(self, closer: Callable[[], None]) -> None:
+        """Run ``closer`` when this directory is closed (e.g. a cache connection attached to sessions.db)."""
+        self._closers.append(closer)
+
     def close(self) -> None:
+        while self._closers:
+            closer = self._closers.pop()
+            try:
+                closer()
+            except Exception:  # noqa: BLE001 - a failing cache must not keep sessions.db open
+                pass
         self.db.close()
 
     def __enter__(self) -> SessionDir:

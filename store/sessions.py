@@ -336,6 +336,7 @@ def _lists(sd: SessionDir) -> _Lists:
                 gone[1].close()
 
         _registry[key] = (weakref.ref(sd.db, forget), made)
+    sd.on_close(lambda: release(sd))
     return made
 
 

@@ -117,7 +117,7 @@ def test_reference_db_lists_and_replays(tmp_path: Path, capsys: pytest.CaptureFi
     before = _digest(folder)
     flags = ["--dir", str(folder), *MODES[mode]]
 
-    assert main([*flags, "list", "--json"]) == 0
+    assert main([*flags, "list", "--json", "--all"]) == 0
     listed = {row["id"]: row for row in json.loads(capsys.readouterr().out)}
     assert set(listed) == {S1, S2, S3}
     # Newest activity first: S2's last entry (03-02) beats S1's (03-01 09:03:01), S3 has no entries.
@@ -131,7 +131,7 @@ def test_reference_db_lists_and_replays(tmp_path: Path, capsys: pytest.CaptureFi
     assert listed[S3]["parent_session"] == S1 and listed[S3]["fork_kind"] == "message"
     assert listed[S3]["last_active_at"] == "2026-03-01T09:00:00Z"
 
-    assert main([*flags, "list", "--json", "--search", "WEATHER"]) == 0
+    assert main([*flags, "list", "--json", "--all", "--search", "WEATHER"]) == 0
     assert [r["id"] for r in json.loads(capsys.readouterr().out)] == [S2]
 
     assert main([*flags, "show", S1, "--format", "json"]) == 0
@@ -153,5 +153,16 @@ def test_reference_db_lists_and_replays(tmp_path: Path, capsys: pytest.CaptureFi
     assert [r["id"] for r in rows][-1] == "e00000000000000a"
     assert rows[-1]["parse_error"]
     assert all(r["parse_error"] is None for r in rows[:-1])
+
+    # The command line opens list/show read-only unless told otherwise; the store itself is checked in each mode.
+    from store.db import OpenMode
+    from store.entries import replay
+    from store.sessiondir import open_session_dir
+    from store.sessions import SessionFilter, list_sessions
+
+    with open_session_dir(folder, OpenMode(mode)) as sd:
+        assert sd.mode is OpenMode(mode) and sd.writable == (mode == "read-write")
+        assert [s.id for s in list_sessions(sd, SessionFilter()).rows] == [S2, S1, S3]
+        assert [m.entry_id for m in replay(sd, S1)] == [g[2] for g in got]
 
     assert _digest(folder) == before

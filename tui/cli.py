@@ -7,13 +7,14 @@
 
 Textual is imported only on the branch that opens the UI, so ``list`` and ``show`` start fast. ``list`` and
 ``show`` open the directory read-only unless ``--snapshot`` is given (the reference's listing is read-only).
-Exit status: 0 success, 2 bad arguments or an unknown / ambiguous session, 1 any other failure, 130 on
-Ctrl-C. Failures print one line on stderr, never a traceback.
+Exit status: 0 success, 2 bad arguments or an unknown / ambiguous session, 3 a refused repair (read-only,
+fence, lease held by someone else), 1 any other failure, 130 on Ctrl-C. Failures print one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shutil
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from store.db import OpenMode
-from store.errors import AmbiguousSessionId, SessionNotFound, StoreError
+from store.errors import AmbiguousSessionId, LeaseBusy, ReadOnlyStore, RepairRefused, SessionNotFound, StoreError
 from store.paths import default_session_dir, resolve_session_dir, sessions_db_path
 
 if TYPE_CHECKING:
@@ -36,6 +37,11 @@ PROG = "sessionscope"
 DEFAULT_LIMIT = 20
 SORT_KEYS = ("last_active", "title", "messages", "cwd", "created")
 ASCENDING_BY_DEFAULT = frozenset({"title", "cwd"})
+EXIT_REFUSED = 3
+
+# Further commands live in their own modules. Each has ``register(subparsers, add_location)`` that adds its
+# parsers and sets ``handler=<function(args) -> int>`` on them; keep their imports of store/ inside handlers.
+COMMAND_MODULES: tuple[str, ...] = ()
 
 
 class UsageError(Exception):
@@ -104,6 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("path", metavar="PATH", nargs="?", type=Path, default=None,
                       help="where to write it (default: the cache folder)")
     demo.add_argument("--force", action="store_true", help="rebuild it even when it is current")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub, _add_location)
     return parser
 
 
@@ -135,6 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SessionNotFound, AmbiguousSessionId) as exc:
         _fail(str(exc))
         return 2
+    except (RepairRefused, ReadOnlyStore, LeaseBusy) as exc:
+        _fail(str(exc))
+        return EXIT_REFUSED
     except StoreError as exc:
         _fail(str(exc))
         return 1
@@ -172,6 +183,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _cmd_list(args)
     if args.command == "show":
         return _cmd_show(args)
+    handler = getattr(args, "handler", None)
+    if handler is not None:
+        return int(handler(args))
     raise UsageError(f"unknown command {args.command!r}")
 
 
