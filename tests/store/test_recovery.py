@@ -123,7 +123,7 @@ def _entries(sd: SessionDir, sid: str) -> list[dict[str, object]]:
 
 
 def test_recover_a_killed_runtime_exactly_as_the_reference(sd: SessionDir, sid: str, spawn: object) -> None:
-    sim = spawn(sid, "--ttl", "2", "--heartbeat", "0.2", "--append-interval", "0.01", "--steps", "50",  # type: ignore[operator]
+    sim = spawn(sid, "--ttl", "3", "--heartbeat", "0.2", "--append-interval", "0.01", "--steps", "50",  # type: ignore[operator]
                 "--hang-at", "4")
     started = sim.wait_for("started")
     hang = sim.wait_for("hang")
