@@ -7,8 +7,10 @@ palette's provider, help) is imported only when used.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -29,6 +31,12 @@ if TYPE_CHECKING:
     from textual.theme import Theme
 
     from store.sessiondir import SessionDir
+    from store.sessions import SessionPage
+
+
+INTEGRITY_PROBLEM_CHARS = 48
+"""The first problem of a failed check is cut to this many characters in the status line (the full report is in
+the notification)."""
 
 
 def integrity_line(report: str) -> str:
@@ -42,7 +50,66 @@ def integrity_line(report: str) -> str:
     if not problems:
         return "integrity FAILED"
     more = f" (+{len(problems) - 1:,} more)" if len(problems) > 1 else ""
-    return f"integrity FAILED: {problems[0]}{more}"
+    first = problems[0] if len(problems[0]) <= INTEGRITY_PROBLEM_CHARS else problems[0][: INTEGRITY_PROBLEM_CHARS - 1] + "…"
+    return f"integrity FAILED: {first}{more}"
+
+
+@dataclass
+class Opened:
+    """What opening a session directory gave: the store and the first window of the default list, or an error."""
+
+    sd: SessionDir | None = None
+    first_page: SessionPage | None = None
+    error: str = ""
+
+
+def open_and_read(path: Path, mode: OpenMode, *, prefetch: bool = True) -> Opened:
+    """Open ``path`` in ``mode`` and (``prefetch``) read the first window of the default session list.
+
+    Never raises: a failure is returned as one sentence (a StoreError's own, or the type of a bug)."""
+    from store.sessiondir import open_session_dir
+
+    try:
+        sd = open_session_dir(path, mode)
+    except OSError as exc:
+        return Opened(error=f"{path} cannot be read: {exc.strerror or exc}.")
+    except Exception as exc:  # noqa: BLE001 - StoreError (or a bug) becomes one line on an error screen
+        return Opened(error=describe_error(exc))
+    first_page = None
+    if prefetch:
+        try:
+            from store.sessions import list_sessions
+            from tui.widgets.session_list import WINDOW, default_query
+
+            query = default_query()
+            first_page = list_sessions(sd, query.flt, query.sort, query.descending, offset=0, limit=WINDOW)
+        except Exception:  # noqa: BLE001 - the list reads (and reports) it again itself
+            first_page = None
+    return Opened(sd=sd, first_page=first_page)
+
+
+class StoreOpening:
+    """:func:`open_and_read` started on a thread when the app is created, to overlap Textual's start-up."""
+
+    def __init__(self, path: Path, mode: OpenMode) -> None:
+        self.path = path
+        self.mode = mode
+        self._done = threading.Event()
+        self._result = Opened(error="The session directory was not opened.")
+        threading.Thread(target=self._run, name="sessionscope-open", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._result = open_and_read(self.path, self.mode)
+        finally:
+            self._done.set()
+
+    def matches(self, path: Path, mode: OpenMode) -> bool:
+        return self.path == path and self.mode is mode
+
+    def wait(self) -> Opened:
+        self._done.wait()
+        return self._result
 
 
 def _commands_provider() -> type[Provider]:
@@ -55,7 +122,12 @@ class SessionscopeApp(App[None]):
     """Browse and repair a mothx session directory."""
 
     TITLE = "Sessionscope"
-    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses in other folders keep it
+    # Absolute paths (subclasses in other folders keep them). The Sessions screen's file is listed here too:
+    # Textual does not load CSS_PATH of the default screen, which the Sessions screen is.
+    CSS_PATH: ClassVar = [
+        Path(__file__).with_name("app.tcss"),
+        Path(__file__).parent / "screens" / "sessions.tcss",
+    ]
     BINDINGS: ClassVar = actions.bindings("app")
     COMMANDS: ClassVar = {_commands_provider}
     HELP_TITLE: ClassVar[str] = "Everywhere"
@@ -95,8 +167,12 @@ class SessionscopeApp(App[None]):
             self.theme = wanted
         elif DEFAULT_THEME in self.available_themes:
             self.theme = DEFAULT_THEME
+        self._opening: StoreOpening | None = None
         if self.session_dir is not None:
             self.location = tildify(self.session_dir)
+            # Start reading the store now, on a thread of its own, while Textual starts; the open worker
+            # (started when the app loads) waits for it and posts the result.
+            self._opening = StoreOpening(self.session_dir, mode)
         self.badge = mode.badge
 
     # --- start-up ---------------------------------------------------------------------------------------------
@@ -111,15 +187,17 @@ class SessionscopeApp(App[None]):
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         for problem in self.startup_problems:
             self.notify(problem, title="Settings", severity="warning")
+
+    def get_default_screen(self) -> Screen[object]:
+        """The first screen is the real one (no blank default screen to compose and paint first)."""
         if self.session_dir is None:
             from store.paths import default_session_dir
             from tui.screens.welcome import WelcomeScreen
 
-            self.push_screen(WelcomeScreen(default_session_dir()))
-            return
+            return WelcomeScreen(default_session_dir())
         from tui.screens.sessions import SessionsScreen
 
-        self.push_screen(SessionsScreen())
+        return SessionsScreen()
 
     def _apply_user_keymap(self) -> None:
         path = actions.keymap_path()
@@ -145,27 +223,13 @@ class SessionscopeApp(App[None]):
 
     @work(thread=True, exclusive=True, group="store-open", exit_on_error=False, description="Open the session directory")
     def _open_store(self, path: Path, mode: OpenMode, *, prefetch: bool = False) -> None:
-        from store.sessiondir import open_session_dir
-
-        try:
-            sd = open_session_dir(path, mode)
-        except OSError as exc:
-            self.post_message(StoreFailed(path, f"{path} cannot be read: {exc.strerror or exc}."))
+        opening = self._opening if self._opening is not None and self._opening.matches(path, mode) else None
+        self._opening = None
+        opened = opening.wait() if opening is not None else open_and_read(path, mode, prefetch=prefetch)
+        if opened.sd is None:
+            self.post_message(StoreFailed(path, opened.error))
             return
-        except Exception as exc:  # noqa: BLE001 - StoreError (or a bug) becomes one line on an error screen
-            self.post_message(StoreFailed(path, describe_error(exc)))
-            return
-        first_page = None
-        if prefetch:
-            try:
-                from store.sessions import list_sessions
-                from tui.widgets.session_list import WINDOW, default_query
-
-                query = default_query()
-                first_page = list_sessions(sd, query.flt, query.sort, query.descending, offset=0, limit=WINDOW)
-            except Exception:  # noqa: BLE001 - the list reads (and reports) it again itself
-                first_page = None
-        self.post_message(StoreOpened(sd, first_page))
+        self.post_message(StoreOpened(opened.sd, opened.first_page))
 
     @on(StoreOpened)
     def _store_opened(self, message: StoreOpened) -> None:
@@ -192,7 +256,11 @@ class SessionscopeApp(App[None]):
 
         self.open_error = message.error
         self.notify(message.error, title="Cannot open the session directory", severity="error", timeout=10)
-        self.switch_screen(OpenFailedScreen(message.path, message.error))
+        screen = OpenFailedScreen(message.path, message.error)
+        if isinstance(self.screen, OpenFailedScreen) and len(self.screen_stack) > 1:
+            self.switch_screen(screen)
+        else:
+            self.push_screen(screen)
 
     # --- integrity --------------------------------------------------------------------------------------------
 
@@ -250,7 +318,14 @@ class SessionscopeApp(App[None]):
         self.location = tildify(message.path)
         self.badge = self.mode.badge
         self._integrity_started = False
-        self.switch_screen(SessionsScreen())
+        self.integrity = ""
+        while len(self.screen_stack) > 1:
+            self.pop_screen()
+        base = self.screen_stack[0]
+        if isinstance(base, SessionsScreen):
+            base.reset()
+        else:
+            self.push_screen(SessionsScreen())
         self._open_store(message.path, self.mode)
 
     # --- screens ----------------------------------------------------------------------------------------------
@@ -269,14 +344,17 @@ class SessionscopeApp(App[None]):
     def show_section_screen(self, screen_type: type[Screen[object]]) -> None:
         """Make a screen of ``screen_type`` current: pop back to it, or switch the base screen to a new one."""
         stack = self.screen_stack
-        for index in range(len(stack) - 1, 0, -1):
+        for index in range(len(stack) - 1, -1, -1):
             if isinstance(stack[index], screen_type):
                 while self.screen is not stack[index]:
                     self.pop_screen()
                 return
-        while len(self.screen_stack) > 2:
+        if self.sd is None:
+            self.notify("No session directory is open.", severity="warning")
+            return
+        while len(self.screen_stack) > 1:
             self.pop_screen()
-        self.switch_screen(screen_type())
+        self.push_screen(screen_type())
 
     # --- actions ----------------------------------------------------------------------------------------------
 
@@ -290,7 +368,7 @@ class SessionscopeApp(App[None]):
         from tui.screens.sessions import SessionsScreen
         from tui.screens.welcome import OpenFailedScreen, WelcomeScreen
 
-        return isinstance(self.screen, (SessionsScreen, WelcomeScreen, OpenFailedScreen)) or len(self.screen_stack) <= 2
+        return isinstance(self.screen, (SessionsScreen, WelcomeScreen, OpenFailedScreen)) or len(self.screen_stack) <= 1
 
     def action_help(self) -> None:
         from tui.screens.help import HelpScreen, collect_help
@@ -376,3 +454,8 @@ class SessionscopeApp(App[None]):
     def on_unmount(self) -> None:
         if self.sd is not None:
             self.sd.close()
+        if self._opening is not None:  # opened but never taken (the app quit first)
+            opening, self._opening = self._opening, None
+            leftover = opening.wait().sd
+            if leftover is not None and leftover is not self.sd:
+                leftover.close()

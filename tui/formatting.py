@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from datetime import datetime, timedelta, timezone
@@ -12,13 +13,17 @@ _RFC3339 = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=4)
+def _home(home_env: str | None) -> str:
+    return str(Path.home()).rstrip("/")
+
+
 def tildify(path: str | os.PathLike[str], home: str | None = None) -> str:
     """``path`` with the user's home folder shown as ``~``."""
     text = os.fspath(path)
     if not text:
         return ""
-    home = str(Path.home()) if home is None else home
-    home = home.rstrip("/")
+    home = _home(os.environ.get("HOME")) if home is None else home.rstrip("/")
     if home and (text == home or text.startswith(home + "/")):
         return "~" + text[len(home) :]
     return text

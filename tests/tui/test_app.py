@@ -17,7 +17,8 @@ from tui.app import SessionscopeApp
 from tui.screens.help import HelpScreen
 from tui.screens.sessions import SessionsScreen
 from tui.screens.welcome import OpenFailedScreen, WelcomeScreen
-from tui.widgets.badge import ModeBadge
+from tui.widgets.header import AppHeader
+from tui.widgets.statusbar import StatusBar
 from tui.widgets.confirm import ConfirmDialog, ConfirmRequest
 from tui.widgets.session_list import SessionList
 
@@ -47,12 +48,18 @@ async def test_opens_demo_in_each_mode_with_its_badge(demo_dir: Path, mode: Open
         await settle(pilot)
         assert isinstance(app.screen, SessionsScreen)
         assert app.sd is not None and app.sd.mode is mode
-        assert app.screen.query_one(ModeBadge).text == mode.badge
+        header = app.screen.query_one(AppHeader)
+        assert header.badge == mode.badge
+        assert f" {mode.badge} " in header.render().plain
         session_list = app.screen.query_one(SessionList)
         assert session_list.total and session_list.total > 0
         assert session_list.visible_rows(), "the list shows rows"
-        location = _static_text(app.screen.query_one("#header-location", Static))
-        assert location.endswith("sessions")
+        assert header.location.endswith("sessions") and header.location in header.render().plain
+        from tui.widgets.keybar import KeyBar
+
+        assert header.region.y == 0
+        assert app.screen.query_one(StatusBar).region.y == SIZE[1] - 2, "status line just above the key bar"
+        assert app.screen.query_one(KeyBar).region.y == SIZE[1] - 1
         assert app.integrity == "integrity ok"
     if mode.is_read:
         assert _fingerprint(demo_dir) == before, "a read mode changed a file"
@@ -63,7 +70,7 @@ async def test_header_shows_home_as_tilde(demo_master: Path, tmp_path: Path, mon
     app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
-        assert _static_text(app.screen.query_one("#header-location", Static)) == "~/" + demo_master.name
+        assert app.screen.query_one(AppHeader).location == "~/" + demo_master.name
 
 
 async def test_older_schema_is_read_only_with_a_notice(demo_dir: Path) -> None:
@@ -75,7 +82,7 @@ async def test_older_schema_is_read_only_with_a_notice(demo_dir: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         assert app.sd is not None and not app.sd.writable
-        assert app.screen.query_one(ModeBadge).text == "READ-ONLY"
+        assert app.screen.query_one(AppHeader).badge == "READ-ONLY"
         notice = app.screen.query_one("#notice", Static)
         assert notice.display
         assert "older" in _static_text(notice)
@@ -116,7 +123,7 @@ async def test_welcome_d_opens_the_demo_read_write(demo_dir: Path, monkeypatch: 
         assert calls == [None]
         assert isinstance(app.screen, SessionsScreen)
         assert app.sd is not None and app.sd.root == demo_dir and app.sd.mode is OpenMode.READ_WRITE
-        assert app.screen.query_one(ModeBadge).text == "RW"
+        assert app.screen.query_one(AppHeader).badge == "RW"
         assert app.screen.query_one(SessionList).visible_rows()
 
 
@@ -156,8 +163,9 @@ async def test_a_failed_integrity_check_is_one_clear_line(demo_dir: Path) -> Non
         assert isinstance(app.screen, SessionsScreen)
         assert app.integrity.startswith("integrity FAILED: ")
         assert "\n" not in app.integrity and "***" not in app.integrity
-        shown = _static_text(app.screen.query_one("#status-integrity", Static))
-        assert shown == app.integrity and app.screen.query_one("#status-integrity").has_class("-bad")
+        status = app.screen.query_one(StatusBar)
+        assert status.integrity == app.integrity and status.integrity_bad
+        assert status.render().plain.rstrip().endswith(app.integrity)
         assert any(n.title == "Integrity check failed" for n in app._notifications)
 
 
@@ -166,6 +174,26 @@ def test_integrity_line_counts_the_problems() -> None:
 
     report = "*** in database main ***\nOn tree page 9 cell 2: bad\nOn tree page 9 cell 1: bad; row 3 missing from index x"
     assert integrity_line(report) == "integrity FAILED: On tree page 9 cell 2: bad (+2 more)"
+
+
+async def test_from_the_error_screen_d_opens_the_demo(tmp_path: Path, demo_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import store.demo
+
+    monkeypatch.setattr(store.demo, "ensure_demo", lambda target_dir=None: demo_dir)
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "sessions.db").write_bytes(b"garbage" * 100)
+    app = SessionscopeApp(folder, OpenMode.READ_ONLY)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert isinstance(app.screen, OpenFailedScreen)
+        await pilot.press("d")
+        await settle(pilot)
+        assert isinstance(app.screen, SessionsScreen) and len(app.screen_stack) == 1
+        assert app.sd is not None and app.sd.root == demo_dir and app.sd.mode is OpenMode.READ_WRITE
+        assert app.screen.query_one(AppHeader).badge == "RW"
+        assert app.screen.query_one(SessionList).visible_rows()
+        assert app.integrity == "integrity ok"
 
 
 async def test_missing_directory_shows_a_clear_error(tmp_path: Path) -> None:
@@ -190,13 +218,14 @@ async def test_user_keymap_overrides_a_key(demo_master: Path) -> None:
         await settle(pilot)
         session_list = app.screen.query_one(SessionList)
         await pilot.press("slash")
-        assert not app.screen.query_one("#filter-bar").display, "the old key no longer opens the filter"
+        assert not app.screen.filter_visible, "the old key no longer opens the filter"
         await pilot.press("n")
         assert session_list.cursor == 1
         await pilot.press("j")
         assert session_list.cursor == 1, "j was replaced by n"
         await pilot.press("F")
-        assert app.screen.query_one("#filter-bar").display
+        await pilot.pause()
+        assert app.screen.filter_visible
         assert isinstance(app.focused, Input)
 
 
@@ -297,7 +326,7 @@ async def test_palette_opens_and_runs_a_command(demo_master: Path) -> None:
         await pilot.press("down", "enter")
         await pilot.pause(0.3)
         assert isinstance(app.screen, SessionsScreen)
-        assert app.screen.query_one("#filter-bar").display
+        assert app.screen.filter_visible
         await pilot.press("escape", "ctrl+p")
         await pilot.pause(0.3)
         await pilot.press(*"contrast")

@@ -16,6 +16,7 @@ from tui.messages import SessionWindowLoaded, WindowRequest
 from tui.screens.sessions import SessionsScreen
 from tui.widgets import session_list as session_list_module
 from tui.widgets.session_list import WINDOW, SessionList, fit, layout_columns
+from tui.widgets.statusbar import StatusBar
 
 pytestmark = pytest.mark.anyio  # async tests run on asyncio through the anyio plugin (anyio comes with watchfiles)
 
@@ -55,7 +56,7 @@ def big_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _status(app: SessionscopeApp) -> str:
-    return str(app.screen.query_one("#status-count", Static).render())
+    return app.screen.query_one(StatusBar).count
 
 
 # --- filter, sort, open -------------------------------------------------------------------------------------------
@@ -72,6 +73,7 @@ async def test_filter_narrows_the_list_live(demo_master: Path) -> None:
         target = session_list.visible_rows()[-1]
         await pilot.press("slash")
         assert isinstance(app.focused, Input)
+        assert app.focused.region.height == 1 and app.focused.region.width > 60, "the filter box is one wide line"
         await pilot.press(*target.id[:10])
         await settle(pilot)
         assert session_list.total is not None and 1 <= session_list.total < everything
@@ -80,7 +82,7 @@ async def test_filter_narrows_the_list_live(demo_master: Path) -> None:
         await pilot.press("escape")
         await settle(pilot)
         assert session_list.total == everything
-        assert not app.screen.query_one("#filter-bar").display
+        assert not app.screen.filter_visible
 
 
 async def test_filter_with_no_match_says_so(demo_master: Path) -> None:
@@ -113,7 +115,7 @@ async def test_sort_cycles_and_reverses(demo_master: Path) -> None:
         assert app.sd is not None
         expected = list_sessions(app.sd, query.flt, SortKey.TITLE, False, offset=0, limit=len(shown))
         assert shown == [row.id for row in expected.rows]
-        assert "sort: title ↑" in str(screen.query_one("#status-query", Static).render())
+        assert "sort: title ↑" in screen.query_one(StatusBar).query_text
         await pilot.press("S")
         await settle(pilot)
         assert screen.current_query().descending is True

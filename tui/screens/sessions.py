@@ -10,16 +10,19 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Input, Static
+from textual.widgets import Static
 
 from tui import actions
 from tui.formatting import describe_error, tildify
 from tui.messages import FacetChoice, FacetsLoaded, UnfilteredCounted
 from tui.widgets.header import AppHeader
 from tui.widgets.keybar import KeyBar
+from tui.widgets.statusbar import StatusBar
 from tui.widgets.session_list import ListQuery, SessionList, default_query
 
 if TYPE_CHECKING:
+    from textual.widgets import Input
+
     from store.sessiondir import SessionDir
     from store.sessions import SessionPage
 
@@ -38,6 +41,16 @@ NATURAL_DESCENDING = {"last_active": True, "title": False, "messages": True, "cw
 """The direction each sort key starts in (newest / biggest first; names A to Z)."""
 
 FACET_TITLES = {"cwd": "work dir", "project_id": "project", "channel_type": "channel"}
+
+
+class FilterBar(Horizontal):
+    """``/`` and the filter box; mounted the first time the filter is opened (Input is not on the start path)."""
+
+    def compose(self) -> ComposeResult:
+        from textual.widgets import Input
+
+        yield Static("/", id="filter-prompt")
+        yield Input(placeholder="filter: id, work dir, channel or any text of the session", id="filter")
 
 
 class SessionsScreen(Screen[None]):
@@ -62,22 +75,13 @@ class SessionsScreen(Screen[None]):
     # --- layout -----------------------------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
+        # Four one-line-drawing widgets: the notice and the filter box are mounted only when needed.
         yield AppHeader(section="Sessions")
-        yield Static("", id="notice", markup=False)
-        with Horizontal(id="filter-bar"):
-            yield Static("/", id="filter-prompt")
-            yield Input(placeholder="filter: id, work dir, channel or any text of the session", id="filter")
         yield SessionList(id="sessions")
-        with Horizontal(id="status"):
-            yield Static("", id="status-count", markup=False)
-            yield Static("", id="status-query", markup=False)
-            yield Static("", id="status-integrity", markup=False)
+        yield StatusBar(id="status")
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.query_one("#filter-bar").display = False
-        self.query_one("#notice").display = False
-        self.watch(self.app, "integrity", self._show_integrity)
         sd = getattr(self.app, "sd", None)
         if sd is not None:
             self.attach(sd)
@@ -86,13 +90,36 @@ class SessionsScreen(Screen[None]):
 
     # --- store ------------------------------------------------------------------------------------------------
 
+    def reset(self) -> None:
+        """Forget the store and the query (another directory is being opened)."""
+        self.sd = None
+        self.search = ""
+        self.facet = None
+        self.sort_index = 0
+        self.descending = True
+        self.total = None
+        self.unfiltered_total = None
+        for bar in self.query("#filter-bar"):
+            bar.display = False
+        filter_input = self._filter_input()
+        if filter_input is not None:
+            with filter_input.prevent(filter_input.Changed):
+                filter_input.value = ""
+        self.query_one(SessionList).detach()
+        self._set_count("Opening the session directory…")
+        self.query_one(StatusBar).query_text = ""
+
     def attach(self, sd: SessionDir, first_page: SessionPage | None = None) -> None:
         """Show the sessions of ``sd`` (called once the store is open). ``first_page`` is the first window of
         the default query, already read by the app; it is used only if this screen shows that query."""
         self.sd = sd
-        notice = self.query_one("#notice", Static)
-        notice.update(" ⚠ " + "  ·  ".join(sd.notices) if sd.notices else "")
-        notice.display = bool(sd.notices)
+        text = " ⚠ " + "  ·  ".join(sd.notices) if sd.notices else ""
+        existing = self.query("#notice")
+        if existing:
+            existing.first(Static).update(text)
+            existing.first().display = bool(text)
+        elif text:
+            self.mount(Static(text, id="notice", markup=False), after=self.query_one(AppHeader))
         self._run_query(keep_position=False, first_page=first_page)
 
     def current_query(self) -> ListQuery:
@@ -163,7 +190,7 @@ class SessionsScreen(Screen[None]):
             self._set_count(f"{total:,} {noun}")
 
     def _set_count(self, text: str) -> None:
-        self.query_one("#status-count", Static).update(text)
+        self.query_one(StatusBar).count = text
 
     def _show_query_state(self, query: ListQuery) -> None:
         arrow = "↓" if query.descending else "↑"
@@ -172,12 +199,7 @@ class SessionsScreen(Screen[None]):
             parts.append(f"{FACET_TITLES.get(self.facet[0], self.facet[0])}: {self.facet[2]}")
         if self.search.strip():
             parts.append(f"/{self.search.strip()}")
-        self.query_one("#status-query", Static).update("  ·  ".join(parts))
-
-    def _show_integrity(self, text: str) -> None:
-        widget = self.query_one("#status-integrity", Static)
-        widget.update(text)
-        widget.set_class(text.startswith("integrity") and text != "integrity ok", "-bad")
+        self.query_one(StatusBar).query_text = "  ·  ".join(parts)
 
     # --- actions ----------------------------------------------------------------------------------------------
 
@@ -185,22 +207,38 @@ class SessionsScreen(Screen[None]):
         sd = self.sd
         return actions.check_write(action, sd is not None and sd.writable)
 
-    def action_filter(self) -> None:
-        bar = self.query_one("#filter-bar")
-        bar.display = True
-        self.query_one("#filter", Input).focus()
+    def _filter_input(self) -> Input | None:
+        found = self.query("#filter")
+        return found.first() if found else None  # type: ignore[return-value]
+
+    async def action_filter(self) -> None:
+        bar = self.query("#filter-bar")
+        if not bar:
+            await self.mount(FilterBar(id="filter-bar"), before=self.query_one(SessionList))
+        else:
+            bar.first().display = True
+        filter_input = self._filter_input()
+        if filter_input is not None:
+            filter_input.focus()
 
     def action_clear_filter(self) -> None:
-        filter_input = self.query_one("#filter", Input)
         had_filter = self._is_filtered()
-        self.query_one("#filter-bar").display = False
+        for bar in self.query("#filter-bar"):
+            bar.display = False
         self.query_one(SessionList).focus()
         if had_filter:
             self.facet = None
             self.search = ""
-            with filter_input.prevent(Input.Changed):
-                filter_input.value = ""
+            filter_input = self._filter_input()
+            if filter_input is not None:
+                with filter_input.prevent(filter_input.Changed):
+                    filter_input.value = ""
             self._run_query(keep_position=False)
+
+    @property
+    def filter_visible(self) -> bool:
+        bar = self.query("#filter-bar")
+        return bool(bar) and bool(bar.first().display)
 
     def action_cycle_sort(self) -> None:
         from store.sessions import SortKey
@@ -275,14 +313,16 @@ class SessionsScreen(Screen[None]):
 
     # --- filter box -------------------------------------------------------------------------------------------
 
-    @on(Input.Changed, "#filter")
-    def _filter_changed(self, event: Input.Changed) -> None:
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id != "filter":
+            return
         if self._debounce is not None:
             self._debounce.stop()
         self._debounce = self.set_timer(FILTER_DEBOUNCE_S, lambda: self._apply_filter(event.value))
 
-    @on(Input.Submitted, "#filter")
-    def _filter_submitted(self, event: Input.Submitted) -> None:
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id != "filter":
+            return
         if self._debounce is not None:
             self._debounce.stop()
             self._debounce = None

@@ -40,6 +40,9 @@ WINDOW = 100
 CACHE_WINDOWS = 40
 """Windows kept in memory (least recently used are dropped): at most 4,000 summaries."""
 
+STRIP_CACHE = 400
+"""Drawn rows kept (a repaint or a scroll back draws from here)."""
+
 
 @dataclass(frozen=True)
 class ListQuery:
@@ -63,6 +66,21 @@ class Column:
     title: str
     width: int
     align: str = "left"  # "left" | "right"
+
+
+@dataclass(frozen=True)
+class _Styles:
+    """The Rich styles of one paint, read once from the CSS (reading them per cell is the slow part)."""
+
+    base: Style
+    header: Style
+    cursor: Style
+    dim: Style
+    fork: Style
+    run: Style
+    run_waiting: Style
+    pinned: Style
+    placeholder: Style
 
 
 @dataclass
@@ -202,6 +220,9 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
         self._windows: OrderedDict[int, list[SessionSummary]] = OrderedDict()
         self._pending: WindowRequest | None = None
         self._layout: _Layout | None = None
+        self._styles: _Styles | None = None
+        self._strips: OrderedDict[tuple[str, str, bool, int], Strip] = OrderedDict()
+        self._strip_rows: dict[tuple[str, str, bool, int], SessionSummary] = {}
         self._keep_position = False
 
     # --- public -----------------------------------------------------------------------------------------------
@@ -230,6 +251,22 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
             self._window_loaded(SessionWindowLoaded(request, list(first_page.rows), first_page.total))
             return
         self._request_visible()
+        self.refresh()
+
+    def detach(self) -> None:
+        """Show nothing (the store is being replaced); results still on their way are dropped."""
+        self.sd = None
+        self.query_spec = None
+        self.generation += 1
+        self._windows.clear()
+        self._strips.clear()
+        self._strip_rows.clear()
+        self._pending = None
+        self.total = None
+        self.error = ""
+        self.cursor = 0
+        self.scroll_to(y=0, animate=False, immediate=True)
+        self._set_total_rows(0)
         self.refresh()
 
     def reload(self) -> None:
@@ -427,10 +464,39 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
             self.cursor = index
 
     def on_focus(self) -> None:
+        self._styles = None
+        self._strips.clear()
+        self._strip_rows.clear()
         self.refresh()
 
     def on_blur(self) -> None:
+        self._styles = None
+        self._strips.clear()
+        self._strip_rows.clear()
         self.refresh()
+
+    def notify_style_update(self) -> None:
+        self._styles = None
+        self._strips.clear()
+        self._strip_rows.clear()
+        super().notify_style_update()
+
+    def _get_styles(self) -> _Styles:
+        if self._styles is None:
+            base = self.rich_style
+            part = self.get_component_rich_style
+            self._styles = _Styles(
+                base=base,
+                header=base + part("session-list--header"),
+                cursor=base + part("session-list--cursor" if self.has_focus else "session-list--cursor-blurred"),
+                dim=part("session-list--dim", partial=True),
+                fork=part("session-list--fork", partial=True),
+                run=part("session-list--run", partial=True),
+                run_waiting=part("session-list--run-waiting", partial=True),
+                pinned=part("session-list--pinned", partial=True),
+                placeholder=part("session-list--placeholder", partial=True),
+            )
+        return self._styles
 
     # --- drawing ----------------------------------------------------------------------------------------------
 
@@ -441,12 +507,13 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
-        base = self.rich_style
+        styles = self._get_styles()
+        base = styles.base
         if y == 0:
-            return self._header_strip(width, base)
+            return self._header_strip(width, styles.header)
         total = self.total
         index = int(self.scroll_offset.y) + y - 1
-        placeholder = base + self.get_component_rich_style("session-list--placeholder")
+        placeholder = base + styles.placeholder
         if total is None:
             text = "  Opening…" if self.sd is None else "  Loading sessions…"
             return Strip([Segment(fit(text, width), placeholder)]) if y == 1 else Strip.blank(width, base)
@@ -458,29 +525,34 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
             return Strip.blank(width, base)
         row = self.row_at(index)
         is_cursor = index == self.cursor
-        line_style = base
-        if is_cursor:
-            line_style = base + self.get_component_rich_style(
-                "session-list--cursor" if self.has_focus else "session-list--cursor-blurred"
-            )
+        line_style = styles.cursor if is_cursor else base
         if row is None:
-            return Strip([Segment(fit("  …", width), line_style + self.get_component_rich_style("session-list--placeholder", partial=True))])
-        return self._row_strip(row, width, line_style, is_cursor)
+            return Strip([Segment(fit("  …", width), line_style + styles.placeholder)])
+        key = (row.id, row.last_active_at, is_cursor, width)
+        strip = self._strips.get(key)
+        if strip is None or self._strip_rows.get(key) is not row:
+            strip = self._row_strip(row, width, line_style, is_cursor)
+            self._strips[key] = strip
+            self._strip_rows[key] = row
+            if len(self._strips) > STRIP_CACHE:
+                old, _ = self._strips.popitem(last=False)
+                self._strip_rows.pop(old, None)
+        else:
+            self._strips.move_to_end(key)
+        return strip
 
-    def _header_strip(self, width: int, base: Style) -> Strip:
-        style = base + self.get_component_rich_style("session-list--header")
+    def _header_strip(self, width: int, style: Style) -> Strip:
         parts = [" " * GUTTER]
         for col in self._columns(width):
             parts.append(fit(col.title, col.width, col.align))
             parts.append(" ")
-        text = "".join(parts)
-        return Strip([Segment(fit(text, width), style)])
+        return Strip([Segment(fit("".join(parts), width), style)])
 
     def _row_strip(self, row: SessionSummary, width: int, line_style: Style, is_cursor: bool) -> Strip:
-        dim = self.get_component_rich_style("session-list--dim", partial=True)
+        styles = self._get_styles()
         segments: list[Segment] = [
             Segment("▌" if is_cursor else " ", line_style),
-            Segment("*" if row.pinned else " ", line_style + self.get_component_rich_style("session-list--pinned", partial=True)),
+            Segment("*" if row.pinned else " ", line_style + styles.pinned),
         ]
         for col in self._columns(width):
             style = line_style
@@ -489,7 +561,7 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
                     text = one_line(row.title)
                 else:
                     text = one_line(row.preview) or "(no messages)"
-                    style = line_style + dim
+                    style = line_style + styles.dim
             elif col.key == "id":
                 text = row.id[:8]
             elif col.key == "cwd":
@@ -504,13 +576,10 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
                 text = utc_minutes(row.last_active_at or row.timestamp)
             elif col.key == "fork":
                 text = fork_label(row)
-                style = line_style + self.get_component_rich_style("session-list--fork", partial=True)
+                style = line_style + styles.fork
             elif col.key == "run":
                 text = run_label(row)
-                waiting = row.run_status.startswith("waiting")
-                style = line_style + self.get_component_rich_style(
-                    "session-list--run-waiting" if waiting else "session-list--run", partial=True
-                )
+                style = line_style + (styles.run_waiting if row.run_status.startswith("waiting") else styles.run)
             else:
                 text = ""
             segments.append(Segment(fit(text, col.width, col.align), style))
