@@ -377,6 +377,14 @@ async def test_read_modes_block_repair_actions(demo_dir: Path, dummy_repair: obj
         await app.push_screen(screen)
         await settle(pilot)
         assert screen.active_bindings["x"].enabled is allowed
+        from tui.widgets.keybar import KeyBar
+
+        bar = screen.query_one(KeyBar).render()
+        start = bar.plain.index("Dummy repair")
+        dimmed = any(
+            span.start <= start < span.end and getattr(span.style, "dim", False) for span in bar.spans
+        )
+        assert dimmed is (not allowed), "the key bar dims a repair exactly when it is blocked"
         await pilot.press("x")
         assert screen.calls == (1 if allowed else 0)
         assert app.sd is not None
