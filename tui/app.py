@@ -1,8 +1,9 @@
-"""The Sessionscope app: opens a session directory in a worker and shows its screens.
+"""The Sessionscope app: opens a session directory off the UI thread and shows its screens.
 
-Start-up is kept light: the Sessions screen is composed at once (it says "Opening…"), the store is opened in a
-thread worker, and everything the first screen does not need (SQLModel, the transcript screen, the command
-palette's provider, help) is imported only when used.
+Start-up is kept light: the Sessions screen is the default screen (no blank screen first) and says "Opening…";
+the store is opened, and the first window of the list read, on a thread started when the app is created
+(:class:`StoreOpening`), whose result a thread worker posts; everything the first screen does not need
+(SQLModel, the transcript screen, the palette's provider, help, the filter box) is imported only when used.
 """
 
 from __future__ import annotations
@@ -125,6 +126,10 @@ class StoreOpening:
 
     def matches(self, path: Path, mode: OpenMode) -> bool:
         return self.path == path and self.mode is mode
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
 
     def wait(self) -> Opened:
         self._done.wait()
@@ -361,7 +366,7 @@ class SessionscopeApp(App[None]):
         self.push_screen(TranscriptScreen(self.sd, session_id))
 
     def show_section_screen(self, screen_type: type[Screen[object]]) -> None:
-        """Make a screen of ``screen_type`` current: pop back to it, or switch the base screen to a new one."""
+        """Make a screen of ``screen_type`` current: pop back to it, or push a new one over the first screen."""
         stack = self.screen_stack
         for index in range(len(stack) - 1, -1, -1):
             if isinstance(stack[index], screen_type):
@@ -473,8 +478,8 @@ class SessionscopeApp(App[None]):
     def on_unmount(self) -> None:
         if self.sd is not None:
             self.sd.close()
-        if self._opening is not None:  # opened but never taken (the app quit first)
-            opening, self._opening = self._opening, None
+        opening, self._opening = self._opening, None
+        if opening is not None and opening.done:  # opened but never taken (the app quit first)
             leftover = opening.wait().sd
             if leftover is not None and leftover is not self.sd:
                 leftover.close()
