@@ -282,4 +282,24 @@ def _open_sessions(app: object) -> None:
     show(SessionsScreen)
 
 
+def _section_screen(module: str, class_name: str) -> Callable[[object], None]:
+    """An opener that imports the section's screen module only when the section is first shown."""
+
+    def open_section(app: object) -> None:
+        import importlib
+
+        try:
+            screen_type = getattr(importlib.import_module(module), class_name)
+        except (ImportError, AttributeError) as exc:
+            getattr(app, "notify")(f"This section is not available: {exc}.", severity="error")
+            return
+        getattr(app, "show_section_screen")(screen_type)
+
+    return open_section
+
+
 register_section(Section("sessions", "Sessions", "Every session: filter, sort, open a transcript.", _open_sessions))
+register_section(Section("runs", "Runs", "Active and recent runs, leases, recovery: recover orphans, release leases.",
+                         _section_screen("tui.screens.runs", "RunsScreen")))
+register_section(Section("checkpoints", "Checkpoints", "External-agent checkpoints: verify, publish a reset.",
+                         _section_screen("tui.screens.checkpoints", "CheckpointsScreen")))
