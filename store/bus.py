@@ -63,6 +63,7 @@ SNAPSHOT_INTERVAL_S = 10.0
 SEND_DEADLINE_S = 0.2
 SEND_BACKOFF_S = 5.0
 MAX_CACHE_ENTRIES = 65536
+RECEIVE_BUFFER_BYTES = 1 << 20
 MAX_TRACKED_ORIGINS = 4096
 
 LEASE_TYPES = ("acquired", "released", "lost", "state_changed", "ownership_snapshot")
@@ -715,6 +716,10 @@ class BusListener:
                         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
                     except OSError:
                         pass
+                try:  # room for a burst of announcements while the thread is busy (capped by the kernel)
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RECEIVE_BUFFER_BYTES)
+                except OSError:
+                    pass
                 sock.bind((self.host, self.port))
                 sock.settimeout(0.25)
             except OSError as exc:
