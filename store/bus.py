@@ -90,6 +90,7 @@ DROP_PATH = "path"
 DROP_OWN_ORIGIN = "own_origin"
 DROP_DUPLICATE = "duplicate"
 DROP_STALE_SEQ = "stale_seq"
+DROP_INTERNAL = "internal_error"
 
 
 class InvalidBusMessage(StoreError):
@@ -194,7 +195,8 @@ def validate(msg: BusMessage) -> None:
     if not msg.message_id or _blen(msg.message_id) > MAX_ID_LEN:
         raise InvalidBusMessage(DROP_MESSAGE_ID, "Lease bus messageId is empty or longer than 256 bytes.")
     if not msg.origin_instance_id or _blen(msg.origin_instance_id) > MAX_ID_LEN:
-        raise InvalidBusMessage(DROP_ORIGIN_INSTANCE_ID, "Lease bus originInstanceId is empty or longer than 256 bytes.")
+        raise InvalidBusMessage(DROP_ORIGIN_INSTANCE_ID,
+                                "Lease bus originInstanceId is empty or longer than 256 bytes.")
     if _blen(msg.origin) > MAX_ORIGIN_LEN:
         raise InvalidBusMessage(DROP_ORIGIN, "Lease bus origin is longer than 128 bytes.")
     if msg.type not in MESSAGE_TYPES:
@@ -799,6 +801,8 @@ class BusListener:
                 msg = decode(data)
             except InvalidBusMessage as exc:
                 return self._drop(exc.reason)
+            except Exception:  # noqa: BLE001 - never let a datagram stop the bus thread
+                return self._drop(DROP_INTERNAL)
             if self.own_origin and msg.origin_instance_id == self.own_origin:
                 return self._drop(DROP_OWN_ORIGIN)
             now = self._clock()
@@ -808,7 +812,10 @@ class BusListener:
             self._seen[msg.message_id] = now + DEDUPE_WINDOW_S
             while len(self._seen) > DEDUPE_MAX_IDS:
                 self._seen.popitem(last=False)
-            result = self.cache.apply(msg)
+            try:
+                result = self.cache.apply(msg)
+            except Exception:  # noqa: BLE001
+                return self._drop(DROP_INTERNAL)
             if result.dropped:
                 return self._drop(DROP_STALE_SEQ)
             self._accepted += 1

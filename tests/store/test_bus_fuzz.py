@@ -192,7 +192,8 @@ VALIDATION_REASONS = {"not_json", "not_object", "version", "field_type", "intege
 
 def test_fuzz_10000_datagrams_through_the_handler() -> None:
     hints: list[BusHint] = []
-    listener = BusListener(hints.append, own_origin=OWN, clock=FakeClock())  # never bound: the handler is called directly
+    # never bound: the handler is called directly, so a source address can be faked
+    listener = BusListener(hints.append, own_origin=OWN, clock=FakeClock())
     gen = Generator(seed=20261120)
     categories: Counter[str] = Counter()
     expected_drops: Counter[str] = Counter()
