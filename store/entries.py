@@ -5,9 +5,10 @@ Three ways to read a session's entries:
 * :func:`load_rows` / :func:`replay` read every row and run :func:`replay_state`, the pure, exact replay of
   reference 7.4/7.5 (the sequence-numbered variant). Export and the command line use them.
 * :func:`replay_plan` + :func:`replay_page` let a screen open a 50,000-entry session by reading only what it
-  shows: the plan reads the ``compaction`` and ``content_override`` rows (index ``(session_id, type)``), a
-  few point look-ups and ``COUNT``\\ s; a page reads ``limit`` message rows by keyset on ``seq``. Pages put
-  together equal :func:`replay` exactly (the property tests check this).
+  shows: the plan reads the ``compaction`` and ``content_override`` rows (index ``(session_id, type)``), one
+  row per compaction and index-only counts; a page reads ``limit`` message rows by keyset on ``seq``.
+  Pages put together equal :func:`replay` exactly (the property tests check this). ``verify=True`` makes
+  the plan's counts exact with one SQL pass over the session's data (for a background worker).
 * :func:`rows_page` pages the raw rows of every type (the raw view), :func:`turn_markers` lists turns.
 
 Decisions where the reference is silent (each is also what the tests' reference replay does):
@@ -375,12 +376,13 @@ class ReplayPlan:
     summary: ReplayMessage | None
     compactions: tuple[CompactionInfo, ...]
     overrides: dict[str, ReplayMessage]  # target entry id -> the override (latest wins)
-    message_rows: int  # `message` entries in the replay (the summary not counted)
-    corrupt_rows: int  # rows whose JSON does not parse (whole session)
+    message_rows: int  # `message` rows of the replay window (the summary not counted; see counts_verified)
+    corrupt_rows: int  # rows whose JSON does not parse (whole session; see counts_verified)
     total_rows: int  # all entry rows of the session
     usage_cleared_before_seq: int = 0  # kept messages below this seq had their usage cleared by a compaction
     keyset: bool = True  # False: rows disagree with their JSON, so pages are cut from a full replay
-    mismatched_rows: int = 0  # rows whose JSON id/type differ from the row's columns
+    mismatched_rows: int = 0  # rows whose JSON id/type differ from the row's columns (verified plans)
+    counts_verified: bool = True  # False: message_rows may include unparseable rows, corrupt_rows is a floor
 
 
 @dataclass(frozen=True)
@@ -526,13 +528,41 @@ def replay_state(rows: Iterable[EntryRow]) -> list[ReplayMessage]:
 
 _COLS = ("seq, CAST(id AS BLOB), CAST(type AS BLOB), CAST(parent_id AS BLOB), CAST(timestamp AS BLOB), "
          "CAST(data AS BLOB)")
-# SQL twin of parse_entry_data: a JSON object (no NUL byte, which SQLite would stop at).
-_OK = ("(CASE WHEN instr(CAST(data AS TEXT), char(0)) = 0 AND json_valid(CAST(data AS TEXT)) "
-       "THEN json_type(CAST(data AS TEXT)) = 'object' ELSE 0 END)")
-_JTYPE = ("(CASE WHEN json_type(CAST(data AS TEXT), '$.type') = 'text' "
-          "THEN json_extract(CAST(data AS TEXT), '$.type') ELSE type END)")
-_JID = ("(CASE WHEN json_type(CAST(data AS TEXT), '$.id') = 'text' "
-        "THEN json_extract(CAST(data AS TEXT), '$.id') ELSE id END)")
+# One SQL pass classifies each row like parse_entry_data does: 0 = not a JSON object (a NUL byte included,
+# since SQLite's JSON reader stops at one), 1 = an object, 2 = an object whose string id/type differ from the
+# row's columns. Each JSON function runs once per row (SQLite caches the parse between them).
+_ROW_STATUS = (
+    "(CASE WHEN json_valid(CAST(data AS TEXT)) THEN"
+    " CASE WHEN json_type(CAST(data AS TEXT)) <> 'object' OR instr(CAST(data AS BLOB), x'00') > 0 THEN 0"
+    " WHEN (CASE WHEN json_type(CAST(data AS TEXT), '$.type') = 'text'"
+    " THEN json_extract(CAST(data AS TEXT), '$.type') ELSE type END) IS NOT type"
+    " OR (CASE WHEN json_type(CAST(data AS TEXT), '$.id') = 'text'"
+    " THEN json_extract(CAST(data AS TEXT), '$.id') ELSE id END) IS NOT id THEN 2"
+    " ELSE 1 END"
+    " ELSE 0 END)"
+)
+
+
+def _verify_pass(conn: sqlite3.Connection, session_id: str, bounds: list[int]) -> tuple[int, int, int, list[int]]:
+    """``(total rows, corrupt rows, mismatched rows, parseable message rows per bucket)`` in one scan; bucket
+    ``i`` holds message rows with ``bounds[i-1] <= seq < bounds[i]`` (``bounds`` ascending)."""
+    bucket = "CASE WHEN type <> 'message' THEN -1 " + "".join(
+        f"WHEN seq < {int(b)} THEN {i} " for i, b in enumerate(bounds)) + f"ELSE {len(bounds)} END"
+    total = corrupt = mismatched = 0
+    per_bucket = [0] * (len(bounds) + 1)
+    for status, b, n in conn.execute(
+        f"SELECT status, bucket, COUNT(*) FROM (SELECT {_ROW_STATUS} AS status, {bucket} AS bucket "
+        "FROM entries WHERE session_id = ?) GROUP BY status, bucket",
+        (session_id,),
+    ):
+        total += n
+        if status == 0:
+            corrupt += n
+        elif status == 2:
+            mismatched += n
+        if status != 0 and b >= 0:
+            per_bucket[b] += n
+    return total, corrupt, mismatched, per_bucket
 
 
 def _txt(value: object) -> str | None:
@@ -569,7 +599,7 @@ def replay(sd: SessionDir, session_id: str) -> list[ReplayMessage]:
 
 def _plan_from_details(session_id: str, d: ReplayDetails, *, keyset: bool, mismatched: int) -> ReplayPlan:
     return ReplayPlan(
-        session_id=session_id, window_start_seq=d.window_start_seq, summary=d.summary,
+        session_id=session_id, window_start_seq=d.window_start_seq, summary=d.summary,  # counts exact
         compactions=tuple(d.compactions), overrides=dict(d.overrides),
         message_rows=sum(1 for m in d.messages if m.kind == "message"), corrupt_rows=d.corrupt_rows,
         total_rows=d.total_rows, usage_cleared_before_seq=d.usage_cleared_before_seq, keyset=keyset,
@@ -577,33 +607,30 @@ def _plan_from_details(session_id: str, d: ReplayDetails, *, keyset: bool, misma
     )
 
 
-def replay_plan(sd: SessionDir, session_id: str) -> ReplayPlan:
+def replay_plan(sd: SessionDir, session_id: str, *, verify: bool = False) -> ReplayPlan:
     """The facts :func:`replay_page` needs, read without loading the session's messages.
 
     Reads the ``compaction`` and ``content_override`` rows (``type IN (...)`` on index
-    ``(session_id, type)``), looks each ``firstKeptEntryId`` up by the unique ``id`` column, and counts
-    rows in SQL (one pass that checks each row's JSON in SQLite, and per-window message counts). A
-    compaction is then decided exactly as :func:`replay_details` decides it: the kept window starts at the
-    found message, and every parseable ``message`` row at or after it is replayed.
+    ``(session_id, type)``), looks each ``firstKeptEntryId`` up by the unique ``id`` column (one row read
+    and parsed per compaction), and counts rows with index-only counts. Each compaction is decided
+    exactly as :func:`replay_details` decides it, so the window, summary and overrides are exact: the replay
+    is the summary plus every parseable ``message`` row with seq >= ``window_start_seq``.
 
-    Keyset paging relies on each row's ``id``/``type`` columns being copies of its JSON (the reference says
-    they are). When the count pass finds a row where they differ, the plan is built from a full replay and
-    ``keyset`` is False; :func:`replay_page` then cuts pages from a full replay, so results stay exact.
-    Known limits of the SQL count pass, which affect only ``message_rows``/``corrupt_rows``: SQLite reads
-    a duplicated JSON key's first value where Python reads the last, and SQLite 3.42-3.44 accept JSON5.
+    Without ``verify`` no message data is read, so two numbers are not exact (``counts_verified`` False):
+    ``message_rows`` (and ``summarized_count``) also count unparseable ``message`` rows of the window, which
+    pages skip; ``corrupt_rows`` counts only the corrupt rows the plan read. Paging also trusts the reference
+    rule that a row's ``id``/``type`` columns copy its JSON ``id``/``type``.
+
+    ``verify=True`` adds one SQL pass over the session's data (SQLite checks each row's JSON; about
+    0.2-0.6 s for 50,000 rows of 100 MB, so run it in a worker after the first page is on screen): the counts
+    become exact, and if any row's JSON ``id``/``type`` differs from its columns, the plan is built from a
+    full replay with ``keyset`` False, and :func:`replay_page` then cuts pages from a full replay so they
+    stay exact. Known limits of SQLite's JSON check (counts only): a duplicated key's first value is read
+    where Python reads the last, and SQLite 3.42-3.44 accept JSON5.
     """
     _require_entries(sd)
     with sd.db.read() as conn:
-        total, corrupt, mismatched = conn.execute(
-            f"SELECT COUNT(*), COALESCE(SUM(NOT {_OK}), 0), "
-            f"COALESCE(SUM(CASE WHEN {_OK} THEN ({_JTYPE} IS NOT type OR {_JID} IS NOT id) ELSE 0 END), 0) "
-            "FROM entries WHERE session_id = ?",
-            (session_id,),
-        ).fetchone()
-        if mismatched:
-            rows = [_row(r) for r in conn.execute(
-                f"SELECT {_COLS} FROM entries WHERE session_id = ? ORDER BY seq", (session_id,))]
-            return _plan_from_details(session_id, replay_details(rows), keyset=False, mismatched=mismatched)
+        total = conn.execute("SELECT COUNT(*) FROM entries WHERE session_id = ?", (session_id,)).fetchone()[0]
         # No ORDER BY: with one, SQLite prefers the (session_id) index for its rowid order and reads every row.
         special = sorted((_row(r) for r in conn.execute(
             f"SELECT {_COLS} FROM entries WHERE session_id = ? AND type IN ('compaction', 'content_override')",
@@ -616,13 +643,6 @@ def replay_plan(sd: SessionDir, session_id: str) -> ReplayPlan:
                 if ov is not None:
                     overrides[_str(row.parsed.get("targetEntryId"))] = ov
 
-        def count_messages(lo: int, hi: int) -> int:
-            return int(conn.execute(
-                f"SELECT COUNT(*) FROM entries WHERE session_id = ? AND type = 'message' AND seq >= ? AND seq < ? "
-                f"AND {_OK}",
-                (session_id, lo, hi),
-            ).fetchone()[0])
-
         def find_kept(target: str, lo: int, hi: int) -> int | None:
             for seq, data in conn.execute(
                 "SELECT seq, CAST(data AS BLOB) FROM entries WHERE id = ? AND session_id = ? AND type = 'message' "
@@ -634,32 +654,56 @@ def replay_plan(sd: SessionDir, session_id: str) -> ReplayPlan:
                     return int(seq)
             return None
 
+        # Decide each compaction; a removed range is [window start, end) of the messages it drops.
         window_start, clear_before = 0, 0
         summary: ReplayMessage | None = None
-        compactions: list[CompactionInfo] = []
+        decided: list[tuple[EntryRow, bool, int, int, int]] = []  # row, applied, previous summary?, lo, hi
         for row in special:
             if row.parsed is None or row.entry_type != "compaction":
                 continue
             fk = _first_kept(row.parsed)
             new_summary = summary_message(row.seq, row.entry_id, _str(row.parsed.get("summary")))
-            in_state = (1 if summary is not None else 0)
+            had_summary = 1 if summary is not None else 0
             if fk == "":
-                removed = in_state + count_messages(window_start, row.seq)
-                compactions.append(_compaction_info(row, True, removed))
+                decided.append((row, True, had_summary, window_start, row.seq))
                 window_start, summary = row.seq + 1, new_summary
                 continue
             kept = find_kept(fk, window_start, row.seq) if fk is not None else None
             if kept is None:
-                compactions.append(_compaction_info(row, False, 0))
+                decided.append((row, False, 0, 0, 0))
                 continue
-            removed = in_state + count_messages(window_start, kept)
-            compactions.append(_compaction_info(row, True, removed))
+            decided.append((row, True, had_summary, window_start, kept))
             window_start, clear_before, summary = kept, row.seq, new_summary
-        message_rows = count_messages(window_start, END_SEQ)
+
+        bounds = [hi for _row_, applied, _s, _lo, hi in decided if applied]
+        if verify:
+            total, corrupt, mismatched, per_bucket = _verify_pass(conn, session_id, bounds)
+            if mismatched:
+                rows = [_row(r) for r in conn.execute(
+                    f"SELECT {_COLS} FROM entries WHERE session_id = ? ORDER BY seq", (session_id,))]
+                return _plan_from_details(session_id, replay_details(rows), keyset=False, mismatched=mismatched)
+        else:
+            corrupt = sum(1 for r in special if r.parsed is None)
+            edges = [0, *bounds, END_SEQ]
+            per_bucket = [int(conn.execute(
+                "SELECT COUNT(*) FROM entries WHERE session_id = ? AND type = 'message' AND seq >= ? AND seq < ?",
+                (session_id, edges[i], edges[i + 1]),
+            ).fetchone()[0]) for i in range(len(edges) - 1)]
+        compactions: list[CompactionInfo] = []
+        j = 0
+        for row, applied, had_summary, _lo, _hi in decided:
+            if applied:
+                # the messages it removed: the window's messages below its first kept one (bucket j), and
+                # a previous summary. Message rows between the bounds all belong to that window.
+                compactions.append(_compaction_info(row, True, had_summary + per_bucket[j]))
+                j += 1
+            else:
+                compactions.append(_compaction_info(row, False, 0))
+        message_rows = per_bucket[len(bounds)]
     return ReplayPlan(
         session_id=session_id, window_start_seq=window_start, summary=summary, compactions=tuple(compactions),
         overrides=overrides, message_rows=message_rows, corrupt_rows=int(corrupt), total_rows=int(total),
-        usage_cleared_before_seq=clear_before, keyset=True, mismatched_rows=0,
+        usage_cleared_before_seq=clear_before, keyset=True, mismatched_rows=0, counts_verified=verify,
     )
 
 

@@ -92,8 +92,8 @@ def texts(items: list[ReplayMessage]) -> list[str]:
     return [m.message.text for m in items]
 
 
-def all_pages_forward(sd: SessionDir, limit: int) -> list[ReplayMessage]:
-    plan = replay_plan(sd, SID)
+def all_pages_forward(sd: SessionDir, limit: int, *, verify: bool = False) -> list[ReplayMessage]:
+    plan = replay_plan(sd, SID, verify=verify)
     out: list[ReplayMessage] = []
     after: int | None = None
     while True:
@@ -105,8 +105,8 @@ def all_pages_forward(sd: SessionDir, limit: int) -> list[ReplayMessage]:
         after = msgs[-1].seq
 
 
-def all_pages_backward(sd: SessionDir, limit: int) -> list[ReplayMessage]:
-    plan = replay_plan(sd, SID)
+def all_pages_backward(sd: SessionDir, limit: int, *, verify: bool = False) -> list[ReplayMessage]:
+    plan = replay_plan(sd, SID, verify=verify)
     pages: list[list[ReplayMessage]] = []
     before = END_SEQ
     while True:
@@ -294,6 +294,19 @@ def test_chained_compactions(sd: SessionDir, log: Log) -> None:
         ("S1", True, 1), ("S2", False, 0), ("S3", False, 0), ("S4", True, 2)]
 
 
+def test_compaction_naming_an_earlier_compaction_is_skipped(sd: SessionDir, log: Log) -> None:
+    log.msg("user", "a")
+    c1 = log.entry("compaction", summary="S1", firstKeptEntryId="")
+    b = log.msg("user", "b")
+    c2 = log.entry("compaction", summary="S2", firstKeptEntryId=b)
+    log.entry("compaction", summary="S3", firstKeptEntryId=c1)  # the plain state knows summaries as ""
+    log.entry("compaction", summary="S4", firstKeptEntryId=c2)
+    d = replay_details(load_rows(sd, SID))
+    assert texts(d.messages) == ["S2", "b"]
+    assert [x.applied for x in d.compactions] == [True, True, False, False]
+    assert replay_plan(sd, SID).compactions == tuple(d.compactions)
+
+
 def test_override_applies_inside_kept_window_and_loses_usage(sd: SessionDir, log: Log) -> None:
     keep = log.msg("user", "a", usage={"totalTokens": 1})
     log.entry("content_override", targetEntryId=keep,
@@ -315,8 +328,10 @@ def test_junk_rows_skipped_and_counted(sd: SessionDir, log: Log) -> None:
                                              "invalid JSON: NaN is not JSON", None]
     d = replay_details(rows)
     assert texts(d.messages) == ["a", "b"] and d.corrupt_rows == 3
-    plan = replay_plan(sd, SID)
-    assert (plan.corrupt_rows, plan.total_rows, plan.message_rows) == (3, 5, 2)
+    plan = replay_plan(sd, SID, verify=True)
+    assert (plan.corrupt_rows, plan.total_rows, plan.message_rows, plan.counts_verified) == (3, 5, 2, True)
+    fast = replay_plan(sd, SID)  # reads no message data: counts the junk message rows, sees one corrupt row
+    assert (fast.corrupt_rows, fast.total_rows, fast.message_rows, fast.counts_verified) == (1, 5, 4, False)
 
 
 def test_not_loaded_and_ignored_types(sd: SessionDir, log: Log) -> None:
@@ -342,9 +357,9 @@ def test_json_identity_wins_over_columns_and_columns_fill_gaps(sd: SessionDir, l
     log.entry("content_override", targetEntryId="json-b", message={"role": "user", "content": "B"})
     result = replay(sd, SID)
     assert [(m.entry_id, m.message.text) for m in result] == [("col-a", "A"), ("json-b", "B")]
-    plan = replay_plan(sd, SID)
+    plan = replay_plan(sd, SID, verify=True)
     assert not plan.keyset and plan.mismatched_rows == 2
-    assert all_pages_forward(sd, 1) == result == all_pages_backward(sd, 1)
+    assert all_pages_forward(sd, 1, verify=True) == result == all_pages_backward(sd, 1, verify=True)
 
 
 # ------------------------------------------------------------------------------------------ plan and pages
@@ -368,15 +383,19 @@ def build_compacted(log: Log) -> None:
 
 def test_plan_facts(sd: SessionDir, log: Log) -> None:
     build_compacted(log)
-    plan = replay_plan(sd, SID)
+    plan = replay_plan(sd, SID, verify=True)
     full = replay(sd, SID)
-    assert plan.keyset
+    assert plan.keyset and plan.counts_verified
     assert plan.summary == full[0]
     assert plan.message_rows == len(full) - 1 == 10
     assert plan.corrupt_rows == 2
     assert plan.window_start_seq == full[1].seq
     assert plan.compactions == tuple(replay_details(load_rows(sd, SID)).compactions)
     assert plan.compactions[0].summarized_count == 5
+    fast = replay_plan(sd, SID)
+    assert (fast.window_start_seq, fast.summary, fast.overrides) == (plan.window_start_seq, plan.summary, plan.overrides)
+    # one junk row on each side of the window is counted without reading data
+    assert (fast.message_rows, fast.compactions[0].summarized_count, fast.corrupt_rows) == (11, 6, 0)
 
 
 @pytest.mark.parametrize("limit", [1, 2, 3, 4, 100])
@@ -406,6 +425,7 @@ def test_plan_reads_no_message_rows_and_pages_read_a_window(sd: SessionDir, log:
     try:
         plan = replay_plan(sd, SID)
         plan_sql = [s for s in statements if s.lstrip().upper().startswith("SELECT")]
+        assert not any("json_valid" in s for s in plan_sql)  # no pass over the data
         statements.clear()
         replay_page(sd, plan, limit=3)
         page_sql = [s for s in statements if s.lstrip().upper().startswith("SELECT")]

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from store.db import OpenMode
-from store.entries import END_SEQ, ReplayMessage, load_rows, replay, replay_details, replay_page, replay_plan
+from store.entries import END_SEQ, ReplayMessage, ReplayPlan, load_rows, replay, replay_details, replay_page, replay_plan
 from store.sessiondir import SessionDir, open_session_dir
 
 SID = "feedfacefeedface"
@@ -117,7 +117,7 @@ JUNK = ["{", '{"type": "message", "id": "x", "message": {"role"', "[1, 2]", "42"
         '{"type": "message", "message": {"content": NaN}}', '{"type": "message"}\x00trailing', "  ", "{}}"]
 OTHER_TYPES = ["label", "custom", "custom_message", "turn_start", "turn_end", "session_info", "model_change",
                "branch_summary", "session", "thinking_level_change"]
-FIRST_KEPT = ["earlier"] * 4 + ["missing", "empty", "absent", "null", "compaction", "later", "number"]
+FIRST_KEPT = ["earlier"] * 4 + ["empty", "compaction"] * 2 + ["missing", "absent", "null", "later", "number"]
 TARGETS = ["earlier"] * 3 + ["later", "later", "missing", "compaction"]
 
 op_strategy = st.one_of(
@@ -147,9 +147,11 @@ def materialise(ops: list[tuple[str, str, Any, int]], allow_mismatch: bool, inte
         eid = ids[i]
         earlier = [x for x in message_ids if x < eid]
         later = [x for x in message_ids if x > eid]
+        earlier_compactions = [x for x in compaction_ids if x < eid]
 
         def pick(choice: str) -> str:
-            pool = {"earlier": earlier, "later": later, "compaction": compaction_ids}.get(choice, [])
+            pool = {"earlier": earlier, "later": later, "compaction": compaction_ids,
+                    "earlier_compaction": earlier_compactions}.get(choice, [])
             return pool[k % len(pool)] if pool else "ffffffffffffffff"
 
         if interleave[i % len(interleave)]:
@@ -195,7 +197,7 @@ def materialise(ops: list[tuple[str, str, Any, int]], allow_mismatch: bool, inte
             if b:
                 body["tokensBefore"] = k * 100
             fk: object = {"earlier": pick("earlier"), "missing": "ffffffffffffffff", "empty": "", "null": None,
-                          "compaction": pick("compaction"), "later": pick("later"), "number": k}.get(a)
+                          "compaction": pick("earlier_compaction"), "later": pick("later"), "number": k}.get(a)
             if a != "absent":
                 body["firstKeptEntryId"] = fk
         elif kind == "junk":
@@ -227,8 +229,7 @@ def write_db(root: Path, built: Built) -> list[tuple[int, str, str, str]]:
 # ------------------------------------------------------------------------------------------ paging drivers
 
 
-def forward(sd: SessionDir, limits: list[int]) -> list[ReplayMessage]:
-    plan = replay_plan(sd, SID)
+def forward(sd: SessionDir, plan: ReplayPlan, limits: list[int]) -> list[ReplayMessage]:
     out: list[ReplayMessage] = []
     after: int | None = None
     for limit in itertools.cycle(limits):
@@ -242,8 +243,7 @@ def forward(sd: SessionDir, limits: list[int]) -> list[ReplayMessage]:
     raise AssertionError("unreachable")
 
 
-def backward(sd: SessionDir, limits: list[int]) -> list[ReplayMessage]:
-    plan = replay_plan(sd, SID)
+def backward(sd: SessionDir, plan: ReplayPlan, limits: list[int]) -> list[ReplayMessage]:
     pages: list[list[ReplayMessage]] = []
     before = END_SEQ
     for limit in itertools.cycle(limits):
@@ -266,7 +266,7 @@ def as_refs(items: list[ReplayMessage]) -> list[tuple[int, str, str, object, boo
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(
-    ops=st.lists(op_strategy, max_size=40),
+    ops=st.lists(op_strategy, min_size=4, max_size=40),
     allow_mismatch=st.sampled_from([False, False, False, False, True]),
     interleave=st.lists(st.booleans(), min_size=1, max_size=5),
     limits=st.lists(st.integers(1, 6), min_size=1, max_size=4),
@@ -287,11 +287,6 @@ def test_replay_matches_reference_and_pages_match_replay(ops: list[tuple[str, st
                 if m.overridden:
                     assert m.original is not None and m.kind == "message"
 
-            assert forward(sd, limits) == full
-            assert backward(sd, limits) == full
-
-            plan = replay_plan(sd, SID)
-            details = replay_details(load_rows(sd, SID))
             loaded, corrupt = reference_load(rows)
             mismatched = any(
                 isinstance(obj.get(key), str) and obj[key] != col
@@ -299,7 +294,13 @@ def test_replay_matches_reference_and_pages_match_replay(ops: list[tuple[str, st
                 if (obj := _try_object(data)) is not None
                 for key, col in (("id", col_id), ("type", col_type))
             )
-            assert plan.keyset is not mismatched
+            details = replay_details(load_rows(sd, SID))
+
+            # the verified plan: exact counts; a full-replay fallback when columns disagree with the JSON
+            plan = replay_plan(sd, SID, verify=True)
+            assert plan.counts_verified and plan.keyset is not mismatched
+            assert forward(sd, plan, limits) == full
+            assert backward(sd, plan, limits) == full
             assert plan.summary == (full[0] if full and full[0].kind == "compaction_summary" else None)
             assert plan.message_rows == sum(1 for m in full if m.kind == "message")
             assert {m.seq for m in full if m.kind == "message"} == {
@@ -308,13 +309,30 @@ def test_replay_matches_reference_and_pages_match_replay(ops: list[tuple[str, st
             assert plan.compactions == tuple(details.compactions)
             assert plan.overrides == details.overrides
             applied = [c for c in plan.compactions if c.applied]
+            assert (plan.summary is None) == (not applied)
+            if applied:
+                assert plan.summary is not None and plan.summary.entry_id == applied[-1].entry_id
+
+            # the fast plan reads no message data; with columns that copy the JSON (the reference's rule)
+            # its decisions and pages are the same, and its counts include the window's junk message rows
+            fast = replay_plan(sd, SID)
+            assert not fast.counts_verified and fast.total_rows == len(rows)
+            if not mismatched:
+                assert (fast.window_start_seq, fast.summary, fast.overrides, fast.usage_cleared_before_seq) == (
+                    plan.window_start_seq, plan.summary, plan.overrides, plan.usage_cleared_before_seq)
+                assert [(c.seq, c.applied) for c in fast.compactions] == [(c.seq, c.applied) for c in plan.compactions]
+                junk_in_window = sum(1 for seq, _i, col_type, data in rows
+                                     if col_type == "message" and _try_object(data) is None
+                                     and seq >= plan.window_start_seq)
+                assert fast.message_rows == plan.message_rows + junk_in_window
+                assert fast.corrupt_rows <= plan.corrupt_rows
+                assert forward(sd, fast, limits) == full
+                assert backward(sd, fast, limits) == full
+
             event("keyset plan" if plan.keyset else "fallback plan")
             event(f"compactions applied/skipped: {min(len(applied), 2)}/{min(len(plan.compactions) - len(applied), 2)}")
             event(f"overridden messages: {min(sum(m.overridden for m in full), 2)}")
             event(f"corrupt rows: {min(plan.corrupt_rows, 2)}")
-            assert (plan.summary is None) == (not applied)
-            if applied:
-                assert plan.summary is not None and plan.summary.entry_id == applied[-1].entry_id
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
