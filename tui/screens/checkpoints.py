@@ -1,0 +1,944 @@
+"""The Checkpoints screen: captured Claude Code and Codex sessions, their files and digests, proofs and resets.
+
+Agents (left) → their sessions (the list) → the selected session's files, records and digests (below). ``v``
+verifies the selected checkpoint against the files on disk now, ``V`` every listed one; the proof column then
+says verified / divergent / out of sync (it says "not verified yet" until then: nothing is read from the disk
+before the user asks). ``R`` publishes a reset after showing its preview in the confirm dialog; it is a write
+action, so it is dimmed and blocked in the read modes, and the store refuses it there too. ``enter`` reads the
+published checkpoint back (:func:`store.capture.read_checkpoint_session`) and shows it in
+:class:`NativeTranscriptScreen`, a plain read-only view of the native records kept here until the Transcript
+screen reads native sessions itself.
+
+Every store call runs in a thread worker that only posts a typed message; one handler applies it. Errors
+become one line on screen and a notification.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.console import Group
+from rich.segment import Segment
+from rich.style import Style
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from tui import actions
+from tui.actions import ActionSpec
+from tui.formatting import describe_error, one_line, tildify, utc_minutes
+from tui.widgets.checkpoint_list import NOT_VERIFIED, CheckpointList, Proof, row_key
+from tui.widgets.header import AppHeader
+from tui.widgets.keybar import KeyBar
+from tui.widgets.statusbar import StatusBar
+
+if TYPE_CHECKING:
+    from store.agentstate import CheckpointInfo, PublicationHead, ResetPreview
+    from store.capture import VerifyResult
+    from store.native import NativeItem, NativeSession, NativeTranscript, SubAgentLink, ToolPair
+    from store.sessiondir import SessionDir
+
+_A = actions.register
+_A(ActionSpec("checkpoints.verify", "verify", "v", "Verify", "Compare the selected checkpoint with its files on disk now (writes nothing).", "checkpoints"))
+_A(ActionSpec("checkpoints.verify-all", "verify_all", "V", "Verify all", "Compare every listed checkpoint with its files on disk now (writes nothing).", "checkpoints"))
+_A(ActionSpec("checkpoints.reset", "reset", "R", "Reset", "Publish a reset for the selected checkpoint after a preview: the next capture stores its files afresh.", "checkpoints", writes=True))
+_A(ActionSpec("checkpoints.refresh", "refresh", "r", "Refresh", "Re-read the checkpoints, keeping the cursor and the proofs.", "checkpoints"))
+_A(ActionSpec("native.top", "scroll_home", "g,home", "Top", "Go to the first line.", "native-view", show=False))
+_A(ActionSpec("native.bottom", "scroll_end", "G,end", "Bottom", "Go to the last line.", "native-view", show=False))
+_A(ActionSpec("native.down", "scroll_down", "j,down", "Down", "Scroll down one line.", "native-view", show=False, palette=False))
+_A(ActionSpec("native.up", "scroll_up", "k,up", "Up", "Scroll up one line.", "native-view", show=False, palette=False))
+_A(ActionSpec("native.page-down", "page_down", "pagedown,space", "Page down", "Scroll one page down.", "native-view", show=False, palette=False))
+_A(ActionSpec("native.page-up", "page_up", "pageup", "Page up", "Scroll one page up.", "native-view", show=False, palette=False))
+del _A
+
+ALL_AGENTS = ""
+AGENT_TITLES = {"claude-code": "Claude Code", "codex": "Codex"}
+FILES_SHOWN = 200
+"""Files listed in the details pane for one session (a checkpoint may hold up to 1,024); the rest are counted."""
+DIGEST_CHARS = 16
+
+
+# --- messages ---------------------------------------------------------------------------------------------------
+
+
+class CheckpointsLoaded(Message):
+    def __init__(self, generation: int, infos: list[CheckpointInfo]) -> None:
+        super().__init__()
+        self.generation = generation
+        self.infos = infos
+
+
+class CheckpointsFailed(Message):
+    def __init__(self, generation: int, error: str) -> None:
+        super().__init__()
+        self.generation = generation
+        self.error = error
+
+
+class ProofChecked(Message):
+    """One checkpoint was verified (``result``) or could not be (``error``)."""
+
+    def __init__(self, key: tuple[str, str], result: VerifyResult | None, error: str = "", *, quiet: bool = False) -> None:
+        super().__init__()
+        self.key = key
+        self.result = result
+        self.error = error
+        self.quiet = quiet  # part of "verify all": one notification at the end instead
+
+
+class VerifyAllFinished(Message):
+    def __init__(self, counts: dict[str, int]) -> None:
+        super().__init__()
+        self.counts = counts
+
+
+class ResetPreviewed(Message):
+    def __init__(self, key: tuple[str, str], preview: ResetPreview | None, error: str = "") -> None:
+        super().__init__()
+        self.key = key
+        self.preview = preview
+        self.error = error
+
+
+class ResetPublished(Message):
+    def __init__(self, key: tuple[str, str], head: PublicationHead | None, error: str = "") -> None:
+        super().__init__()
+        self.key = key
+        self.head = head
+        self.error = error
+
+
+# --- the details pane -------------------------------------------------------------------------------------------
+
+
+def short_digest(digest: str) -> str:
+    return digest[:DIGEST_CHARS] + "…" if len(digest) > DIGEST_CHARS else digest
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def details_renderable(info: CheckpointInfo | None, proof: Proof | None, result: VerifyResult | None) -> Group | Text:
+    """The selected session: its files (records, digest, what the last verification found) and its facts."""
+    if info is None:
+        return Text("Select a checkpoint to see its files.", style="dim")
+    state = info.state
+    title = Text()
+    title.append(f"{AGENT_TITLES.get(info.agent_id, info.agent_id)} ", style="bold")
+    title.append(info.agent_session_id, style="bold")
+    parts: list[Text | Table] = [title]
+    on_disk = {f.path: f for f in result.files} if result is not None else {}
+    if state is not None:
+        table = Table(box=None, show_edge=False, pad_edge=False, expand=True, padding=(0, 1), header_style="bold")
+        table.add_column("FILE", ratio=1, no_wrap=True, overflow="ellipsis")
+        table.add_column("RECORDS", justify="right", no_wrap=True)
+        table.add_column("DIGEST (SHA-256)", no_wrap=True)
+        table.add_column("ON DISK NOW", no_wrap=True, max_width=44, overflow="ellipsis")
+        for shape in state.files[:FILES_SHOWN]:
+            check = on_disk.get(shape.path)
+            if check is None:
+                disk = Text(NOT_VERIFIED if proof is None or proof.status != "verifying" else "verifying…", style="dim")
+            elif check.status == "verified":
+                extra = check.disk_records - shape.records
+                disk = Text(f"✓ {check.disk_records:,} records" + (f" (+{extra:,} new)" if extra > 0 else ""),
+                            style="green")
+            else:
+                disk = Text(f"✗ {one_line(check.detail) or check.status}", style="bold red")
+            name = Text(shape.path)
+            if shape.path == state.transcript_path:
+                name.append("  (transcript)", style="dim")
+            table.add_row(name, f"{shape.records:,}", short_digest(shape.digest), disk)
+        if len(state.files) > FILES_SHOWN:
+            table.add_row(Text(f"… {len(state.files) - FILES_SHOWN:,} more files", style="dim"), "", "", "")
+        parts.append(table)
+    facts = Table(box=None, show_header=False, show_edge=False, pad_edge=False, padding=(0, 1))
+    facts.add_column(style="bold", no_wrap=True)
+    facts.add_column(ratio=1, overflow="fold")
+    if info.head is None:
+        facts.add_row("head", Text("none: nothing is published for this session", style="red"))
+    else:
+        head = Text(info.head.kind, style="bold" if info.head.kind == "checkpoint" else "bold yellow")
+        head.append(f" · run {info.head.run_id}", style="dim")
+        head.append(f" · {_plural(info.versions, 'staged version')}", style="dim")
+        if info.head.kind == "reset":
+            head.append("  nothing is loadable until the next capture", style="yellow")
+        facts.add_row("head", head)
+    if info.head_problem:
+        facts.add_row("problem", Text(one_line(info.head_problem), style="bold red"))
+    if state is not None:
+        facts.add_row("work dir", tildify(state.cwd))
+        facts.add_row("records", f"{state.record_count:,} in {_plural(state.file_count, 'file')}")
+    facts.add_row("source", tildify(info.source_root) or "–")
+    facts.add_row("captured", utc_minutes(info.updated_at) + " UTC" if info.updated_at else "–")
+    if proof is None:
+        facts.add_row("proof", Text(f"{NOT_VERIFIED}: press v to compare with the files on disk", style="dim"))
+    else:
+        style = "green" if proof.status == "verified" else ("dim" if proof.status == "verifying" else "bold red")
+        text = Text(proof.label, style=style)
+        if proof.detail:
+            text.append(f"  {one_line(proof.detail)}", style="default")
+        facts.add_row("proof", text)
+    parts.append(facts)
+    return Group(*parts)
+
+
+def proof_from(result: VerifyResult) -> Proof:
+    if result.status == "verified":
+        matched = sum(f.stored_records for f in result.files)
+        detail = f"{_plural(len(result.files), 'file')}, {matched:,} records match the disk"
+        if result.new_records:
+            detail += f"; {result.new_records:,} more on disk, not captured yet"
+        return Proof("verified", detail + ".", result.new_records)
+    return Proof(result.status, " ".join(result.details) or result.status)
+
+
+# --- the screen -------------------------------------------------------------------------------------------------
+
+
+class CheckpointsScreen(Screen[None]):
+    """Agents, their captured sessions, and the selected session's files; verify and reset."""
+
+    CSS_PATH = "checkpoints.tcss"
+    BINDINGS: ClassVar = actions.bindings("checkpoints")
+    HELP_TITLE: ClassVar[str] = "Checkpoints screen"
+    AUTO_FOCUS = "#checkpoints"
+
+    def __init__(self, sd: SessionDir | None = None) -> None:
+        super().__init__()
+        self.sd = sd
+        self.infos: list[CheckpointInfo] = []
+        self.agent = ALL_AGENTS
+        self.generation = 0
+        self.results: dict[tuple[str, str], VerifyResult] = {}
+        self.error = ""
+        self.busy: set[str] = set()  # "reset" while a reset is previewed / confirmed / published
+
+    # --- layout -----------------------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield AppHeader(section="Checkpoints")
+        with Horizontal(id="checkpoint-panes"):
+            with Vertical(id="agent-pane"):
+                yield Static("AGENTS", id="agent-title")
+                yield OptionList(id="agents")
+            yield CheckpointList(id="checkpoints")
+        with VerticalScroll(id="checkpoint-details"):
+            yield Static(Text("Reading checkpoints…", style="dim"), id="details-body")
+        yield StatusBar(id="checkpoint-status")
+        yield KeyBar()
+
+    def on_mount(self) -> None:
+        if self.sd is None:
+            self.sd = getattr(self.app, "sd", None)
+        self.query_one(CheckpointList).empty_text = (
+            "No checkpoints yet. Capture some: sessionscope capture claude-code (or codex), then press r.")
+        self._load()
+
+    @property
+    def checkpoint_list(self) -> CheckpointList:
+        return self.query_one(CheckpointList)
+
+    # --- loading ----------------------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        if self.sd is None:
+            self.checkpoint_list.show_message("No session directory is open.")
+            return
+        self.generation += 1
+        self._read_checkpoints(self.sd, self.generation)
+
+    @work(thread=True, exclusive=True, group="checkpoints-list", exit_on_error=False, description="Read checkpoints")
+    def _read_checkpoints(self, sd: SessionDir, generation: int) -> None:
+        try:
+            from store.agentstate import list_checkpoints
+
+            infos = list_checkpoints(sd)
+        except Exception as exc:  # noqa: BLE001 - one line on screen, never a traceback
+            self.post_message(CheckpointsFailed(generation, describe_error(exc)))
+            return
+        self.post_message(CheckpointsLoaded(generation, infos))
+
+    @on(CheckpointsLoaded)
+    def _loaded(self, message: CheckpointsLoaded) -> None:
+        if message.generation != self.generation:
+            return
+        self.error = ""
+        self.infos = message.infos
+        present = {row_key(i) for i in self.infos}
+        for key in [k for k in self.results if k not in present]:
+            self.results.pop(key)
+        self._fill_agents()
+        self._show_rows()
+
+    @on(CheckpointsFailed)
+    def _failed(self, message: CheckpointsFailed) -> None:
+        if message.generation != self.generation:
+            return
+        self.error = message.error
+        self.checkpoint_list.show_message(f"✗ {message.error}")
+        self.query_one("#details-body", Static).update(Text(f"✗ {message.error}", style="bold red"))
+        self.query_one(StatusBar).count = "checkpoints unavailable"
+        self.notify(message.error, title="Cannot read checkpoints", severity="error")
+
+    def _agent_counts(self) -> list[tuple[str, int]]:
+        counts: dict[str, int] = {}
+        for info in self.infos:
+            counts[info.agent_id] = counts.get(info.agent_id, 0) + 1
+        return sorted(counts.items())
+
+    def _fill_agents(self) -> None:
+        options = self.query_one("#agents", OptionList)
+        agents = self._agent_counts()
+        if self.agent not in {a for a, _ in agents}:
+            self.agent = ALL_AGENTS
+        wanted = [Option(self._agent_label("All agents", len(self.infos)), id="agent:")]
+        wanted += [Option(self._agent_label(AGENT_TITLES.get(a, a), n), id=f"agent:{a}") for a, n in agents]
+        with options.prevent(OptionList.OptionHighlighted):
+            options.clear_options()
+            options.add_options(wanted)
+            options.highlighted = next(
+                (i for i, o in enumerate(wanted) if o.id == f"agent:{self.agent}"), 0)
+
+    @staticmethod
+    def _agent_label(title: str, count: int) -> Text:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        text.append(f"{title:<14}")
+        text.append(f"{count:>5,}", style="dim")
+        return text
+
+    @on(OptionList.OptionHighlighted, "#agents")
+    def _agent_chosen(self, event: OptionList.OptionHighlighted) -> None:
+        agent = (event.option.id or "agent:").split(":", 1)[1]
+        if agent != self.agent:
+            self.agent = agent
+            self._show_rows()
+
+    @on(OptionList.OptionSelected, "#agents")
+    def _agent_selected(self, event: OptionList.OptionSelected) -> None:
+        self.checkpoint_list.focus()
+
+    def visible_infos(self) -> list[CheckpointInfo]:
+        if self.agent == ALL_AGENTS:
+            return list(self.infos)
+        return [i for i in self.infos if i.agent_id == self.agent]
+
+    def _show_rows(self) -> None:
+        rows = self.visible_infos()
+        self.checkpoint_list.set_rows(rows)
+        self._show_details()
+        self._show_status()
+
+    # --- details and status -----------------------------------------------------------------------------------
+
+    @on(CheckpointList.Highlighted)
+    def _highlighted(self, message: CheckpointList.Highlighted) -> None:
+        self._show_details()
+
+    def _show_details(self) -> None:
+        info = self.checkpoint_list.selected
+        body = self.query_one("#details-body", Static)
+        if info is None:
+            if self.error:
+                return
+            body.update(Text("No checkpoint is selected." if self.infos else
+                             "Capture transcripts with `sessionscope capture claude-code` or `capture codex`; "
+                             "each session becomes a verified checkpoint listed here.", style="dim"))
+            return
+        key = row_key(info)
+        body.update(details_renderable(info, self.checkpoint_list.proofs.get(key), self.results.get(key)))
+
+    def _show_status(self) -> None:
+        bar = self.query_one(StatusBar)
+        rows = self.visible_infos()
+        noun = "checkpoint" if len(self.infos) == 1 else "checkpoints"
+        if self.agent == ALL_AGENTS:
+            bar.count = f"{len(self.infos):,} {noun}"
+        else:
+            bar.count = f"{len(rows):,} of {len(self.infos):,} {noun}"
+        proofs = self.checkpoint_list.proofs
+        tally: dict[str, int] = {}
+        for info in rows:
+            proof = proofs.get(row_key(info))
+            label = "not verified" if proof is None else proof.label.split(" +")[0]
+            tally[label] = tally.get(label, 0) + 1
+        order = ["verified", "divergent", "out of sync", "verifying…", "error", "not verified"]
+        parts = [f"{tally[k]:,} {k}" for k in order if tally.get(k)]
+        agent = f"agent: {AGENT_TITLES.get(self.agent, self.agent)}" if self.agent else "agent: all"
+        bar.query_text = "  ·  ".join([agent, *parts])
+
+    # --- verify -----------------------------------------------------------------------------------------------
+
+    def action_verify(self) -> None:
+        info = self.checkpoint_list.selected
+        if info is None or self.sd is None:
+            self.notify("There is no checkpoint to verify.", severity="warning", timeout=3)
+            return
+        key = row_key(info)
+        self.checkpoint_list.set_proof(key, Proof("verifying"))
+        self._show_details()
+        self._show_status()
+        self._verify_one(self.sd, key)
+
+    def action_verify_all(self) -> None:
+        rows = self.visible_infos()
+        if not rows or self.sd is None:
+            self.notify("There is no checkpoint to verify.", severity="warning", timeout=3)
+            return
+        keys = [row_key(i) for i in rows]
+        for key in keys:
+            self.checkpoint_list.set_proof(key, Proof("verifying"))
+        self._show_details()
+        self._show_status()
+        self._verify_many(self.sd, keys)
+
+    @work(thread=True, group="checkpoints-verify", exit_on_error=False, description="Verify a checkpoint")
+    def _verify_one(self, sd: SessionDir, key: tuple[str, str]) -> None:
+        self.post_message(self._verify_key(sd, key, quiet=False))
+
+    @work(thread=True, exclusive=True, group="checkpoints-verify-all", exit_on_error=False,
+          description="Verify every listed checkpoint")
+    def _verify_many(self, sd: SessionDir, keys: list[tuple[str, str]]) -> None:
+        counts: dict[str, int] = {}
+        for key in keys:
+            message = self._verify_key(sd, key, quiet=True)
+            status = message.result.status if message.result is not None else "failed"
+            counts[status] = counts.get(status, 0) + 1
+            self.post_message(message)
+        self.post_message(VerifyAllFinished(counts))
+
+    @staticmethod
+    def _verify_key(sd: SessionDir, key: tuple[str, str], *, quiet: bool) -> ProofChecked:
+        try:
+            from store.capture import verify
+
+            result = verify(sd, key[0], key[1])
+        except Exception as exc:  # noqa: BLE001 - one line, never a traceback
+            return ProofChecked(key, None, describe_error(exc), quiet=quiet)
+        return ProofChecked(key, result, quiet=quiet)
+
+    @on(ProofChecked)
+    def _proof_checked(self, message: ProofChecked) -> None:
+        key = message.key
+        who = f"{key[0]} {key[1][:13]}"
+        if message.result is None:
+            self.results.pop(key, None)
+            self.checkpoint_list.set_proof(key, Proof("failed", message.error))
+            if not message.quiet:
+                self.notify(message.error, title=f"Cannot verify {who}", severity="error")
+        else:
+            result = message.result
+            self.results[key] = result
+            proof = proof_from(result)
+            self.checkpoint_list.set_proof(key, proof)
+            if not message.quiet:
+                severity = "information" if result.status == "verified" else "warning"
+                self.notify(f"{who}: {proof.label}. {proof.detail}", title="Verify", severity=severity)
+        selected = self.checkpoint_list.selected
+        if selected is not None and row_key(selected) == key:
+            self._show_details()
+        self._show_status()
+
+    @on(VerifyAllFinished)
+    def _verify_all_finished(self, message: VerifyAllFinished) -> None:
+        counts = message.counts
+        total = sum(counts.values())
+        words = [("verified", "verified"), ("divergent", "divergent"), ("out_of_sync", "out of sync"),
+                 ("failed", "could not be verified")]
+        parts = [f"{counts[k]:,} {w}" for k, w in words if counts.get(k)]
+        bad = total - counts.get("verified", 0)
+        self.notify(f"Verified {_plural(total, 'checkpoint')}: {', '.join(parts)}.", title="Verify all",
+                    severity="warning" if bad else "information")
+
+    # --- reset ------------------------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        sd = self.sd if self.sd is not None else getattr(self.app, "sd", None)
+        # Checkpoints live in a file of ours: only the open mode decides (store.agentstate.require_state_writable).
+        return actions.check_write(action, sd is not None and not sd.mode.is_read)
+
+    def action_reset(self) -> None:
+        info = self.checkpoint_list.selected
+        if info is None or self.sd is None:
+            self.notify("There is no checkpoint to reset.", severity="warning", timeout=3)
+            return
+        if "reset" in self.busy:
+            return
+        self.busy.add("reset")
+        self._preview_reset(self.sd, row_key(info))
+
+    @work(thread=True, exclusive=True, group="checkpoints-reset", exit_on_error=False, description="Preview a reset")
+    def _preview_reset(self, sd: SessionDir, key: tuple[str, str]) -> None:
+        try:
+            from store.agentstate import preview_reset
+
+            preview = preview_reset(sd, key[0], key[1])
+        except Exception as exc:  # noqa: BLE001
+            self.post_message(ResetPreviewed(key, None, describe_error(exc)))
+            return
+        self.post_message(ResetPreviewed(key, preview))
+
+    @on(ResetPreviewed)
+    def _reset_previewed(self, message: ResetPreviewed) -> None:
+        preview = message.preview
+        if preview is None:
+            self.busy.discard("reset")
+            self.notify(message.error, title="Cannot preview the reset", severity="error")
+            return
+        if not preview.allowed:
+            self.busy.discard("reset")
+            self.notify(one_line(preview.summary), title="Reset not possible", severity="warning")
+            return
+        from tui.widgets.confirm import ConfirmDialog, ConfirmRequest
+
+        head = f"{preview.head.kind} (run {preview.head.run_id})" if preview.head else "none"
+        text = (
+            f"Agent session: {preview.agent_id} {preview.agent_session_id}\n"
+            f"Head now: {head}\n"
+            f"Head after: reset\n\n"
+            f"{one_line(preview.summary)}\n\n"
+            "No record is deleted; the checkpoint's lines stay until a later capture replaces them."
+        )
+        request = ConfirmRequest(
+            title="Publish a reset", preview=text, affected=1, noun="checkpoint head", confirm_label="Publish reset",
+            opened_by="R",
+        )
+        key = message.key
+
+        def done(confirmed: bool | None) -> None:
+            if confirmed and self.sd is not None:
+                self._publish_reset(self.sd, key)
+            else:
+                self.busy.discard("reset")
+
+        self.app.push_screen(ConfirmDialog(request), done)
+
+    @work(thread=True, exclusive=True, group="checkpoints-reset", exit_on_error=False, description="Publish a reset")
+    def _publish_reset(self, sd: SessionDir, key: tuple[str, str]) -> None:
+        try:
+            from store.agentstate import publish_reset
+
+            head = publish_reset(sd, key[0], key[1])
+        except Exception as exc:  # noqa: BLE001 - ReadOnlyStore / StaleFence / a bug: one line
+            self.post_message(ResetPublished(key, None, describe_error(exc)))
+            return
+        self.post_message(ResetPublished(key, head))
+
+    @on(ResetPublished)
+    def _reset_published(self, message: ResetPublished) -> None:
+        self.busy.discard("reset")
+        if message.head is None:
+            self.notify(message.error, title="Reset refused", severity="error")
+            return
+        self.results.pop(message.key, None)
+        self.checkpoint_list.set_proof(message.key, None)
+        self.notify(f"{message.key[0]} {message.key[1][:13]}: the head is now a reset; the next capture stores "
+                    "its files afresh.", title="Reset published")
+        self._load()
+
+    # --- other actions ----------------------------------------------------------------------------------------
+
+    def action_refresh(self) -> None:
+        self._load()
+
+    @on(CheckpointList.Opened)
+    def _open(self, message: CheckpointList.Opened) -> None:
+        if self.sd is None:
+            return
+        info = message.info
+        if info.head is None or info.head.kind != "checkpoint" or info.state is None:
+            why = "its head is a reset" if info.head is not None and info.head.kind == "reset" else (
+                one_line(info.head_problem) or "nothing is published")
+            self.notify(f"There is no checkpoint to read: {why}.", title="Cannot open", severity="warning")
+            return
+        self.app.push_screen(NativeTranscriptScreen(self.sd, info.agent_id, info.agent_session_id))
+
+
+# --- the native transcript view ---------------------------------------------------------------------------------
+#
+# A plain, read-only reading of a published checkpoint: one line per record (more for a message with several
+# blocks), tool calls with where their result is, interrupted calls, branches, sub-agents under their Task
+# call. It is deliberately simple so the Transcript screen can replace it once it reads native sessions.
+
+KIND_LABELS = {
+    "user": "user", "assistant": "assistant", "developer": "developer", "tool_result": "tool result",
+    "tool_call": "tool call", "system": "system", "hook": "hook", "progress": "progress", "summary": "summary",
+    "compact_boundary": "compaction", "compact_summary": "compact sum.", "compacted": "compacted",
+    "file_snapshot": "file snap.", "queue": "queue", "session_meta": "session", "turn_context": "turn context",
+    "turn_start": "turn start", "turn_end": "turn end", "turn_aborted": "turn aborted", "reasoning": "reasoning",
+    "token_count": "tokens", "event": "event", "other": "other", "unreadable": "UNREADABLE",
+}
+KIND_STYLES = {
+    "user": "bold cyan", "assistant": "bold green", "developer": "magenta", "tool_call": "yellow",
+    "tool_result": "yellow", "unreadable": "bold red", "compact_boundary": "bold magenta",
+    "compact_summary": "bold magenta", "compacted": "bold magenta", "turn_start": "bold blue",
+    "turn_end": "blue", "turn_aborted": "bold red", "summary": "magenta",
+}
+QUIET_KINDS = frozenset({"progress", "hook", "file_snapshot", "token_count", "queue", "turn_context", "event", "system"})
+LABEL_WIDTH = 13
+INDENT = 7 + 7 + LABEL_WIDTH + 1
+"""Continuation lines (calls of a message, raw text of an unreadable line) start under the item's text."""
+PREVIEW = 160
+
+
+@dataclass(frozen=True)
+class NativeLine:
+    """One line of the native view; ``depth`` indents sub-agent transcripts."""
+
+    text: Text
+    depth: int = 0
+
+
+@dataclass
+class NativeFacts:
+    agent: str
+    agent_session_id: str
+    title: Text
+    lines: list[NativeLine] = field(default_factory=list)
+
+
+def _short(text: str, limit: int = PREVIEW) -> str:
+    flat = one_line(text)
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _branch_tag(item: NativeItem, forks: dict[str, int]) -> str:
+    if not item.branch:
+        return ""
+    return " ".join(f"⑂{b + 1}/{forks.get(u, b + 1)}" for u, b in item.branch)
+
+
+def native_lines(session: NativeSession) -> list[NativeLine]:
+    """The lines of the native view for a checkpoint read back as a native session (pure; used in a worker)."""
+    lines: list[NativeLine] = []
+    links = {link.task_call_id: link for link in session.subagents if link.task_call_id}
+    if session.main is not None:
+        lines.extend(_transcript_lines(session.main, "main transcript", 0, links))
+    elif session.subagents:
+        lines.append(NativeLine(Text("(the session's own transcript is not in the checkpoint)", style="dim")))
+    for link in session.subagents:
+        where = f"spawned by Task at line {link.task_line}" if link.task_call_id else "no Task call links to it"
+        lines.append(NativeLine(Text("")))
+        head = Text(f"── sub-agent {link.agent_id or '?'} · {where} · {link.layout} layout ", style="bold")
+        lines.extend(_transcript_lines(link.transcript, "", 1, {}, heading=head))
+    return lines
+
+
+def _transcript_lines(t: NativeTranscript, name: str, depth: int, links: dict[str, SubAgentLink],
+                      heading: Text | None = None) -> list[NativeLine]:
+    from store.native import K_TOOL_CALL, K_UNREADABLE
+
+    out: list[NativeLine] = []
+    head = heading or Text(f"── {name} ", style="bold")
+    head.append(f"{t.path} · {_plural(t.records, 'record')}", style="dim")
+    out.append(NativeLine(head, depth))
+    summary = [f"{_plural(len(t.tool_pairs), 'tool call')}"]
+    if t.interrupted:
+        summary.append(f"{len(t.interrupted)} interrupted")
+    if t.forks:
+        summary.append(f"{_plural(len(t.forks), 'rewind')} ({sum(len(f.branches) for f in t.forks)} branches)")
+    if t.compactions:
+        summary.append(_plural(len(t.compactions), "compaction"))
+    if t.unreadable:
+        summary.append(f"{len(t.unreadable)} unreadable")
+    if t.incomplete_turns:
+        summary.append(f"{len(t.incomplete_turns)} turn(s) never completed")
+    out.append(NativeLine(Text("   " + " · ".join(summary), style="dim"), depth))
+    pairs = {p.call_id: p for p in t.tool_pairs}
+    forks = {f.parent_uuid: len(f.branches) for f in t.forks}
+    fork_by_uuid = {f.parent_uuid: f for f in t.forks}
+    announced: set[tuple[str, int]] = set()
+    for item in t.items:
+        for step in item.branch:
+            if step in announced or step[0] not in fork_by_uuid:
+                continue
+            announced.add(step)
+            fork = fork_by_uuid[step[0]]
+            branch = fork.branches[step[1]]
+            label = Text(f"   ⑂ branch {branch.index + 1} of {len(fork.branches)} from line {fork.parent_line}",
+                         style="bold magenta")
+            label.append(f" · {branch.timestamp} · {branch.items} records · {_short(branch.preview, 60)}",
+                         style="magenta")
+            out.append(NativeLine(label, depth))
+        line, inlined = _item_line(item, forks, pairs)
+        out.append(NativeLine(line, depth))
+        calls = [b for b in item.blocks if b.kind == "tool_use"] if item.kind != K_TOOL_CALL else []
+        for n, block in enumerate(calls):
+            if n >= inlined:
+                call = Text(f"{'':>{INDENT}}", no_wrap=True, overflow="ellipsis")
+                call.append_text(_call_text(block.tool_name, block.arguments, pairs.get(block.tool_id)))
+                out.append(NativeLine(call, depth))
+            link = links.get(block.tool_id)
+            if link is not None:
+                out.append(NativeLine(Text(f"{'':>{INDENT}}  ↳ sub-agent {link.agent_id}: "
+                                           f"{_plural(link.transcript.records, 'record')}, shown below",
+                                           style="bold blue"), depth))
+        if item.kind == K_UNREADABLE and item.raw:
+            out.append(NativeLine(Text(f"{'':>{INDENT}}raw: {_short(item.raw, 100)}", style="dim"), depth))
+        if item.parent_state == "unreadable":
+            out.append(NativeLine(Text(f"{'':>{INDENT}}(its parent is the unreadable line {item.parent_line})",
+                                       style="red"), depth))
+    return out
+
+
+def _block_text(kind: str, text: str) -> str:
+    if kind == "thinking":
+        return f"[thinking] {text}" if text.strip() else "[thinking, text not recorded]"
+    return text
+
+
+def _item_line(item: NativeItem, forks: dict[str, int], pairs: dict[str, ToolPair]) -> tuple[Text, int]:
+    """The item's own line, and how many of its tool calls it shows inline (0 or 1)."""
+    from store.native import K_TOOL_CALL, K_TOOL_RESULT
+
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(f"{item.line:>6} ", style="dim")
+    tag = _branch_tag(item, forks)
+    text.append(f"{tag:<7}", style="magenta")
+    style = KIND_STYLES.get(item.kind, "dim" if item.kind in QUIET_KINDS else "")
+    text.append(f"{KIND_LABELS.get(item.kind, item.kind):<{LABEL_WIDTH}} ", style=style)
+    flags = item.flags
+    if "incomplete_turn" in flags:
+        text.append("⚠ never completed ", style="bold red")
+    if "aborted_turn" in flags:
+        text.append("⚠ aborted ", style="bold red")
+    if "replay" in flags:
+        text.append("(replayed copy) ", style="dim")
+    if "dangling_leaf" in flags:
+        text.append("(its leaf is in no file here) ", style="dim yellow")
+    inlined = 0
+    if item.kind == K_TOOL_RESULT:
+        ids = ", ".join(item.tool_ids)
+        text.append(f"← {ids or 'a call'}: ", style="yellow")
+        if any(b.is_error for b in item.blocks):
+            text.append("error: ", style="red")
+        text.append(_short(item.text))
+    elif item.kind == K_TOOL_CALL and item.blocks:
+        block = item.blocks[0]
+        text.append_text(_call_text(block.tool_name, block.arguments, pairs.get(block.tool_id)))
+    elif item.kind == "compact_boundary" and item.tokens is not None:
+        text.append(f"{_short(item.text)} · {item.tokens:,} tokens before")
+    elif item.kind == "compacted":
+        text.append(f"{item.subtype} · {_short(item.text)}")
+    else:
+        own = [b for b in item.blocks if b.kind not in ("tool_use", "tool_result")]
+        calls = [b for b in item.blocks if b.kind == "tool_use"]
+        shown = " ".join(_block_text(b.kind, b.text) for b in own).strip() if item.blocks else item.text
+        if not shown and calls:
+            text.append_text(_call_text(calls[0].tool_name, calls[0].arguments, pairs.get(calls[0].tool_id)))
+            inlined = 1
+        else:
+            text.append(_short(shown) or "(empty)", style="dim" if item.kind in QUIET_KINDS or not shown else "")
+    return text, inlined
+
+
+def _call_text(name: str, arguments: str, pair: ToolPair | None) -> Text:
+    """``⚙ name(arguments)`` and where its result is, or that it was interrupted."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append("⚙ ", style="yellow")
+    text.append(name or "call", style="bold yellow")
+    if pair is not None and pair.interrupted:
+        text.append("  ⚠ interrupted: no result was recorded ", style="bold red")
+    elif pair is not None:
+        style = "red" if pair.is_error else "green"
+        text.append(f"  → result at line {pair.result_line}{' (error)' if pair.is_error else ''} ", style=style)
+    text.append(f"({_short(arguments, 90)})", style="yellow")
+    return text
+
+
+class NativeLoaded(Message):
+    def __init__(self, facts: NativeFacts) -> None:
+        super().__init__()
+        self.facts = facts
+
+
+class NativeFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class NativeView(ScrollView, can_focus=True, inherit_bindings=False):
+    """The lines of :func:`native_lines`, drawn with the Line API (only what is on screen)."""
+
+    BINDINGS: ClassVar = actions.bindings("native-view")
+    HELP_TITLE: ClassVar[str] = "Checkpoint transcript"
+    DEFAULT_CSS = """
+    NativeView {
+        background: $surface;
+        overflow-x: hidden;
+        overflow-y: auto;
+        scrollbar-gutter: stable;
+    }
+    """
+
+    lines: reactive[list[NativeLine]] = reactive(list, always_update=True, layout=False)
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._strips: OrderedDict[tuple[int, int], Strip] = OrderedDict()
+        self.placeholder = "Reading the checkpoint…"
+
+    def watch_lines(self, lines: list[NativeLine]) -> None:
+        self._strips.clear()
+        self.virtual_size = Size(self.size.width, max(1, len(lines)))
+        self.refresh()
+
+    def show_text(self, text: str) -> None:
+        self.placeholder = text
+        self.lines = []
+
+    def notify_style_update(self) -> None:
+        self._strips.clear()
+        super().notify_style_update()
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        base = self.rich_style
+        index = int(self.scroll_offset.y) + y
+        if not self.lines:
+            if y == 0:
+                return Strip([Segment(" " + self.placeholder, base + Style(dim=True))]).crop_extend(0, width, base)
+            return Strip.blank(width, base)
+        if index >= len(self.lines):
+            return Strip.blank(width, base)
+        key = (index, width)
+        strip = self._strips.get(key)
+        if strip is None:
+            line = self.lines[index]
+            text = Text("  " * line.depth, no_wrap=True, overflow="ellipsis", end="")
+            text.append_text(line.text)
+            text.truncate(width, overflow="ellipsis")
+            segments = list(text.render(self.app.console))
+            strip = Strip(Segment.apply_style(segments, base)).crop_extend(0, width, base)
+            self._strips[key] = strip
+            if len(self._strips) > 600:
+                self._strips.popitem(last=False)
+        return strip
+
+    def action_scroll_home(self) -> None:
+        self.scroll_to(y=0, animate=False)
+
+    def action_scroll_end(self) -> None:
+        self.scroll_to(y=max(0, len(self.lines) - 1), animate=False)
+
+    def action_scroll_down(self) -> None:
+        self.scroll_relative(y=1, animate=False)
+
+    def action_scroll_up(self) -> None:
+        self.scroll_relative(y=-1, animate=False)
+
+    def action_page_down(self) -> None:
+        self.scroll_relative(y=max(1, self.scrollable_content_region.height - 1), animate=False)
+
+    def action_page_up(self) -> None:
+        self.scroll_relative(y=-max(1, self.scrollable_content_region.height - 1), animate=False)
+
+
+class NativeTranscriptScreen(Screen[None]):
+    """A published checkpoint read back as its native records (read-only)."""
+
+    CSS_PATH = "checkpoints.tcss"
+    HELP_TITLE: ClassVar[str] = "Checkpoint transcript"
+    AUTO_FOCUS = "#native-view"
+
+    def __init__(self, sd: SessionDir, agent: str, agent_session_id: str) -> None:
+        super().__init__()
+        self.sd = sd
+        self.agent = agent
+        self.agent_session_id = agent_session_id
+        self.facts: NativeFacts | None = None
+        self.error = ""
+
+    def compose(self) -> ComposeResult:
+        yield AppHeader(section="Checkpoint transcript")
+        yield Static(f"Reading the checkpoint of {self.agent} {self.agent_session_id}…", id="native-title",
+                     markup=False)
+        yield NativeView(id="native-view")
+        yield KeyBar()
+
+    def on_mount(self) -> None:
+        self._read(self.sd, self.agent, self.agent_session_id)
+
+    @work(thread=True, exclusive=True, group="native-read", exit_on_error=False, description="Read a checkpoint")
+    def _read(self, sd: SessionDir, agent: str, agent_session_id: str) -> None:
+        try:
+            from store.capture import read_checkpoint_session
+
+            session = read_checkpoint_session(sd, agent, agent_session_id)
+            if session is None:
+                self.post_message(NativeFailed("Nothing is published for this session (no head, or a reset head)."))
+                return
+            lines = native_lines(session)
+        except Exception as exc:  # noqa: BLE001 - SessionStateOutOfSync or a bug: one line
+            self.post_message(NativeFailed(describe_error(exc)))
+            return
+        self.post_message(NativeLoaded(NativeFacts(agent, agent_session_id, native_title(session), lines)))
+
+    @on(NativeLoaded)
+    def _loaded(self, message: NativeLoaded) -> None:
+        self.facts = message.facts
+        self.query_one("#native-title", Static).update(message.facts.title)
+        self.query_one(NativeView).lines = message.facts.lines
+
+    @on(NativeFailed)
+    def _failed(self, message: NativeFailed) -> None:
+        self.error = message.error
+        self.query_one("#native-title", Static).update(Text(f"✗ {message.error}", style="bold red"))
+        self.query_one(NativeView).show_text(f"✗ {message.error}")
+        self.notify(message.error, title="Cannot read the checkpoint", severity="error")
+
+
+def native_title(session: NativeSession) -> Text:
+    """Two lines: whose session it is, and what it holds."""
+    main = session.main
+    t = Text(no_wrap=True, overflow="ellipsis", end="")
+    t.append(f"{AGENT_TITLES.get(session.agent, session.agent)} ", style="bold")
+    t.append(session.session_id or "(no session id)", style="bold")
+    if main is not None:
+        if main.version:
+            t.append(f"  ·  version {main.version}", style="dim")
+        if main.cwd:
+            t.append(f"  ·  {tildify(main.cwd)}")
+    t.append("\n")
+    transcripts = session.transcripts
+    records = sum(x.records for x in transcripts)
+    pairs = sum(len(x.tool_pairs) for x in transcripts)
+    interrupted = sum(len(x.interrupted) for x in transcripts)
+    t.append(f"checkpoint: {_plural(records, 'record')} in {_plural(len(transcripts), 'file')}  ·  "
+             f"{_plural(pairs, 'tool call')}")
+    if interrupted:
+        t.append(f"  ·  ⚠ {interrupted} interrupted", style="bold red")
+    forks = sum(len(x.forks) for x in transcripts)
+    if forks:
+        t.append(f"  ·  ⑂ {_plural(forks, 'rewind')}", style="magenta")
+    if session.subagents:
+        t.append(f"  ·  {_plural(len(session.subagents), 'sub-agent')}")
+    unreadable = sum(len(x.unreadable) for x in transcripts)
+    if unreadable:
+        t.append(f"  ·  ✗ {unreadable} unreadable", style="bold red")
+    t.append("  ·  read-only view of the stored records", style="dim")
+    return t
+
+
+__all__ = [
+    "CheckpointsScreen",
+    "NativeLine",
+    "NativeTranscriptScreen",
+    "details_renderable",
+    "native_lines",
+    "native_title",
+    "proof_from",
+]
