@@ -655,7 +655,7 @@ def _transcript_lines(t: NativeTranscript, name: str, depth: int, links: dict[st
         summary.append(f"{len(t.unreadable)} unreadable")
     if t.incomplete_turns:
         summary.append(f"{len(t.incomplete_turns)} turn(s) never completed")
-    out.append(NativeLine(Text("   " + " · ".join(summary), style="dim"), depth))
+    out.append(NativeLine(Text("   in this file: " + " · ".join(summary), style="dim"), depth))
     pairs = {p.call_id: p for p in t.tool_pairs}
     forks = {f.parent_uuid: len(f.branches) for f in t.forks}
     fork_by_uuid = {f.parent_uuid: f for f in t.forks}
