@@ -1,0 +1,107 @@
+"""Snapshot tests of the Checkpoints screen, a checkpoint read back as native records, and the reset dialog.
+
+The real transcripts are copied to, and captured at, a fixed path (so the header, the source folder and the
+verification show the same text on every run); the directory is built once and reused (rebuilt when absent). Run ids, session keys
+and capture times come from a fixed clock and counters while it is built, so the screen shows the same run id
+and time on every machine. The app opens it in snapshot mode (nothing is written), except the reset dialog,
+which needs a writable copy (rebuilt at its own fixed path for each run).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import itertools
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+
+from store.db import OpenMode
+from tests.tui.appwait import settle
+from tests.tui.test_checkpoints_screen import INTERRUPTED, WITH_SUBAGENT, move_to, settle_checkpoints
+from tui.app import SessionscopeApp
+from tui.screens.checkpoints import CheckpointsScreen
+
+SIZE = (120, 36)
+BASE = Path(tempfile.gettempdir()) / "sessionscope-tests" / "checkpoints"
+RW_COPY = Path(tempfile.gettempdir()) / "sessionscope-tests" / "checkpoints-rw"
+LAYOUT = "checkpoints snapshot directory v1"
+CAPTURED_AT = "2026-02-24T09:30:00Z"
+
+
+def build(target: Path, fixtures: Path) -> None:
+    """Copy the fixtures under ``target/sources`` and capture them into ``target/sessions``, deterministically."""
+    from store import agentstate
+    from store.capture import capture_claude_code, capture_codex
+    from store.sessiondir import open_session_dir
+
+    shutil.copytree(fixtures / "claude-code", target / "sources" / "claude-code")
+    shutil.copytree(fixtures / "codex" / "sessions", target / "sources" / "codex" / "sessions")
+    for p in (target / "sources").rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    counter = itertools.count(1)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(agentstate, "_now", lambda: CAPTURED_AT)
+        mp.setattr(agentstate.uuid, "uuid4", lambda: uuid.UUID(int=0x5E55_0000_0000_4000_8000_0000_0000_0000 + next(counter)))
+        mp.setattr(agentstate.secrets, "token_hex", lambda n=8: f"{next(counter):0{2 * n}x}")
+        (target / "sessions").mkdir(parents=True)
+        with open_session_dir(target / "sessions", OpenMode.READ_WRITE, create=True) as sd:
+            capture_claude_code(sd, target / "sources" / "claude-code")
+            capture_codex(sd, target / "sources" / "codex" / "sessions")
+    (target / "LAYOUT").write_text(LAYOUT)
+
+
+@pytest.fixture(scope="module")
+def checkpoint_dir() -> Path:
+    """The captured session directory at :data:`BASE` (built when absent or of another layout)."""
+    from tests.conftest import SHARED_FIXTURES
+
+    if not SHARED_FIXTURES.is_dir():
+        pytest.skip("../shared/fixtures/real is not present")
+    marker = BASE / "LAYOUT"
+    BASE.parent.mkdir(parents=True, exist_ok=True)
+    with (BASE.parent / "checkpoints.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel test runs build it once; the stored paths are final ones
+        if not (marker.is_file() and marker.read_text() == LAYOUT):
+            shutil.rmtree(BASE, ignore_errors=True)
+            build(BASE, SHARED_FIXTURES)
+    return BASE / "sessions"
+
+
+def open_screen(*keys: str, session_id: str = ""):  # type: ignore[no-untyped-def]
+    async def run_before(pilot: Pilot[object]) -> None:
+        await settle(pilot)
+        pilot.app.show_section_screen(CheckpointsScreen)  # type: ignore[attr-defined]
+        await settle_checkpoints(pilot)
+        screen = pilot.app.screen
+        assert isinstance(screen, CheckpointsScreen)
+        for key in keys:
+            if key == "@":
+                await move_to(pilot, screen, session_id)
+            else:
+                await pilot.press(key)
+            await settle_checkpoints(pilot)
+        pilot.app.clear_notifications()  # toasts would cover the details pane
+        await pilot.pause()
+
+    return run_before
+
+
+def test_checkpoints_screen(snap_compare, checkpoint_dir: Path) -> None:
+    assert snap_compare(SessionscopeApp(checkpoint_dir, OpenMode.SNAPSHOT),
+                        run_before=open_screen("V", "@", session_id=WITH_SUBAGENT), terminal_size=SIZE)
+
+
+def test_checkpoint_transcript_with_an_interrupted_call(snap_compare, checkpoint_dir: Path) -> None:
+    assert snap_compare(SessionscopeApp(checkpoint_dir, OpenMode.SNAPSHOT),
+                        run_before=open_screen("@", "enter", session_id=INTERRUPTED), terminal_size=SIZE)
+
+
+def test_checkpoint_reset_dialog(snap_compare, checkpoint_dir: Path) -> None:
+    shutil.rmtree(RW_COPY, ignore_errors=True)
+    shutil.copytree(checkpoint_dir.parent, RW_COPY)
+    assert snap_compare(SessionscopeApp(RW_COPY / "sessions", OpenMode.READ_WRITE),
+                        run_before=open_screen("@", "R", session_id=INTERRUPTED), terminal_size=SIZE)
