@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -247,7 +248,7 @@ class _ProgressBar:
 def cmd_capture(args: argparse.Namespace) -> int:
     from store import capture
 
-    root = Path(args.root).expanduser() if args.root else None
+    root = Path(os.path.abspath(Path(args.root).expanduser())) if args.root else None  # "a/../b" stored as "b"
     if root is not None and not root.is_dir():
         raise StoreError(f"{root} is not a folder.")
     with open_dir(args, write=True) as sd:
