@@ -9,7 +9,7 @@ must lie outside it.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -33,6 +33,7 @@ from tui.widgets.header import AppHeader
 from tui.widgets.transcript_blocks import RAW_COLUMNS, item_copy_text, raw_header
 from tui.widgets.transcript_view import (
     GUTTER,
+    JumpTarget,
     RawEntriesView,
     RawSource,
     TranscriptSource,
@@ -72,6 +73,14 @@ class FactsLoaded(Message):
         self.facts = facts
 
 
+class PlanVerified(Message):
+    """The verify pass counted corrupt and replayed rows exactly (and checked row columns against JSON)."""
+
+    def __init__(self, plan: ReplayPlan) -> None:
+        super().__init__()
+        self.plan = plan
+
+
 class FactsFailed(Message):
     def __init__(self, text: str) -> None:
         super().__init__()
@@ -105,7 +114,7 @@ def title_text(f: SessionFacts) -> Text:
     t.append("\n")
     replayed = plan.message_rows + (1 if plan.summary is not None else 0)
     start = f"from seq {plan.window_start_seq:,}" if plan.window_start_seq else "from the start"
-    t.append(f"replay: {_plural(replayed, 'message')} {start}")
+    t.append(f"replay: {'' if plan.counts_verified else '≤'}{_plural(replayed, 'message')} {start}")
     if plan.compactions:
         skipped = sum(1 for c in plan.compactions if not c.applied)
         t.append(f"  ·  {_plural(len(plan.compactions), 'compaction')}")
@@ -115,7 +124,10 @@ def title_text(f: SessionFacts) -> Text:
         t.append(f"  ·  {_plural(len(plan.overrides), 'override')}")
     t.append(f"  ·  {_plural(plan.total_rows, 'entry row')}", Style(dim=True))
     if plan.corrupt_rows > 0:
-        t.append(f"  ·  ✗ {_plural(plan.corrupt_rows, 'corrupt row')}", Style(bold=True, color="red"))
+        more = "" if plan.counts_verified else "≥"
+        t.append(f"  ·  ✗ {more}{_plural(plan.corrupt_rows, 'corrupt row')}", Style(bold=True, color="red"))
+    if not plan.counts_verified:
+        t.append("  ·  counting corrupt rows…", Style(dim=True))
     if f.note:
         t.append(f"  ·  {f.note}", Style(dim=True))
     return t
@@ -211,6 +223,36 @@ class TranscriptScreen(Screen[None]):
         self.transcript_view.set_source(TranscriptSource(self.sd, f.plan, f.turns, base_rows=f.rows_before_window))
         if self.raw_mode:
             self._start_raw()
+        if not f.plan.counts_verified:
+            self._verify_plan(self.sd, f.session_id)
+
+    @work(thread=True, exclusive=True, group="transcript-verify", exit_on_error=False, description="Count corrupt rows")
+    def _verify_plan(self, sd: SessionDir, session_id: str) -> None:
+        """One SQL pass over the session's JSON, after the first page is up: exact corrupt / replayed counts."""
+        try:
+            plan = entries.replay_plan(sd, session_id, verify=True)
+        except StoreError as exc:
+            self.app.call_from_thread(self.notify, str(exc), title="Cannot count corrupt rows", severity="warning")
+            return
+        except Exception as exc:  # noqa: BLE001
+            self.app.call_from_thread(self.notify, f"Corrupt rows could not be counted: {exc}", severity="warning")
+            return
+        self.post_message(PlanVerified(plan))
+
+    @on(PlanVerified)
+    def _plan_verified(self, message: PlanVerified) -> None:
+        f = self.facts
+        if f is None:
+            return
+        old, plan = f.plan, message.plan
+        self.facts = f = replace(f, plan=plan)
+        self.query_one("#transcript-title", Static).update(title_text(f))
+        if plan.keyset != old.keyset or plan.window_start_seq != old.window_start_seq:
+            # pages must now come from the verified plan (rows disagree with their JSON): same place, new source
+            view = self.transcript_view
+            item = view.anchor_item
+            target = JumpTarget("seq", item.seq) if item is not None and item.key[0] == 2 else JumpTarget("start")
+            view.set_source(TranscriptSource(self.sd, plan, f.turns, base_rows=f.rows_before_window), target)
 
     @on(FactsFailed)
     def _facts_failed(self, message: FactsFailed) -> None:
@@ -269,7 +311,7 @@ class TranscriptScreen(Screen[None]):
         if self.raw_mode:
             columns.update(" " * GUTTER + raw_header(max(20, self.size.width - GUTTER - 1)))
             self._start_raw()
-        self.active_view.focus()
+        self.call_after_refresh(self.active_view.focus)
         self._show_status()
 
     def _turn_starts(self) -> list[int]:
@@ -305,6 +347,8 @@ class TranscriptScreen(Screen[None]):
             target = seqs[i] if i < len(seqs) else None
         else:
             i = bisect.bisect_left(seqs, here)
+            if i > 0 and self.active_view.first_block_after(seqs[i - 1]) == (2, here):
+                i -= 1  # the cursor already sits on this turn's first block: go to the turn before
             target = seqs[i - 1] if i > 0 else None
         if target is None:
             self.notify(f"No {'later' if forward else 'earlier'} {what}.", timeout=2)

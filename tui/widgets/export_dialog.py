@@ -166,6 +166,7 @@ class ExportDialog(ModalScreen["ExportRequest | None"]):
         if field.value.endswith(old_ext):
             field.value = field.value[: -len(old_ext)] + new_ext
         self._armed_overwrite = None
+        field.focus()  # so enter exports next
 
     @on(Input.Changed, "#export-path")
     def _path_changed(self) -> None:

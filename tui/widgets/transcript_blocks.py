@@ -292,14 +292,25 @@ def message_lines(rm: ReplayMessage, width: int, pal: Palette, console: Console,
 def compaction_lines(c: CompactionInfo, width: int, pal: Palette, console: Console, *, earlier: bool = False) -> list[Text]:
     base = pal.base
     out: list[Text] = []
+    if earlier and c.applied:  # superseded: one rule line; y still copies its summary
+        facts = f"summarized {c.summarized_count:,} messages"
+        if c.tokens_before is not None:
+            facts += f" · {c.tokens_before:,} tokens before"
+        left = _text(f"━━ earlier compaction · {facts} ", pal.marker, base)
+        right = _text(f" seq {c.seq:,} ━━", pal.marker, base)
+        fill = width - left.cell_len - right.cell_len
+        if fill > 0:
+            left.append("━" * fill, pal.marker)
+        left.append_text(right)
+        left.truncate(width, overflow="ellipsis")
+        return [left]
     if not c.applied:
         title = (f"⚠ compaction skipped: first kept entry {short_id(c.first_kept_entry_id)} not found; "
                  f"full history kept")
         out.extend(wrap(_text(title, pal.warning, base), width - 12, console))
         out[0] = _right_aligned(out[0], _text(f"seq {c.seq:,}", pal.muted, base), width, base)
     else:
-        label = "earlier compaction (summarized again later)" if earlier else "compaction"
-        left = _text(f"━━ {label} ", pal.marker, base)
+        left = _text("━━ compaction ", pal.marker, base)
         right = _text(f" seq {c.seq:,} ━━", pal.marker, base)
         fill = width - left.cell_len - right.cell_len
         if fill > 0:
@@ -379,9 +390,15 @@ def raw_header(width: int) -> str:
     return head[:width]
 
 
+ENVELOPE_KEYS = ("type", "id", "parentId", "timestamp")
+
+
 def compact_json(row: EntryRow) -> str:
+    """The row's JSON on one line, without the envelope fields the columns already show (the raw text when it
+    does not parse)."""
     if row.parsed is not None:
-        return json.dumps(row.parsed, ensure_ascii=False, separators=(",", ":"))
+        rest = {k: v for k, v in row.parsed.items() if k not in ENVELOPE_KEYS}
+        return json.dumps(rest, ensure_ascii=False, separators=(",", ":"))
     return row.data
 
 

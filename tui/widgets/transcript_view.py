@@ -429,6 +429,13 @@ class WindowedView(Widget, can_focus=True):
                 seen.append(i)
         return [self._items[i] for i in seen]
 
+    def first_block_after(self, seq: int) -> tuple[int, int] | None:
+        """Key of the first loaded block (not a rule) with a seq above ``seq``; None when not loaded."""
+        i = bisect.bisect_right(self._keys, (SECTION_BODY, seq))
+        while i < len(self._items) and self._items[i].is_rule:
+            i += 1
+        return self._items[i].key if i < len(self._items) else None
+
     def position(self) -> tuple[float, int]:
         """(rows before the top of the view, total rows) as the scrollbar shows them."""
         item = self.anchor_item
