@@ -191,6 +191,18 @@ def test_capture_creates_a_missing_default_directory(real_fixtures: Path, capsys
     assert code == 0 and len(json.loads(out)) == 3
 
 
+def test_capture_root_is_stored_without_dot_dot(sdir: Path, real_fixtures: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    roundabout = real_fixtures / "codex" / ".." / "codex" / "sessions"
+    code, _, _ = run(capsys, "--dir", str(sdir), "capture", "codex", str(roundabout))
+    assert code == 0
+    _, out, _ = run(capsys, "--dir", str(sdir), "checkpoints", "--json")
+    roots = {r["source_root"] for r in json.loads(out)}
+    assert roots == {str(real_fixtures / "codex" / "sessions")}
+    code, out, _ = run(capsys, "--dir", str(sdir), "checkpoint", "verify", "codex", INTERRUPTED_ID)
+    assert code == 0
+
+
 def test_capture_refuses_a_foreign_folder_and_a_missing_root(tmp_path: Path, real_fixtures: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "not-sessions"

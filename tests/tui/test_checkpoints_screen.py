@@ -346,3 +346,15 @@ async def test_enter_on_a_reset_head_explains_instead_of_opening(captured: Path)
         await settle_checkpoints(pilot)
         assert app.screen is screen
         assert any("its head is a reset" in str(n.message) for n in app._notifications)
+
+
+def test_every_binding_is_registered_with_a_tooltip() -> None:
+    from tui import actions
+
+    for owner in (CheckpointsScreen, CheckpointList, NativeView):
+        for binding in owner.BINDINGS:
+            spec = actions.find(binding.id)
+            assert spec is not None and spec.tooltip, f"{owner.__name__}: {binding.key}"
+    assert actions.get("checkpoints.reset").writes is True
+    assert not actions.get("checkpoints.verify").writes and not actions.get("checkpoints.verify-all").writes
+    assert "R" not in actions.get("confirm.apply").key.split(","), "the key that opens the reset cannot confirm it"

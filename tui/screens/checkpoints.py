@@ -411,8 +411,13 @@ class CheckpointsScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="checkpoints-verify-all", exit_on_error=False,
           description="Verify every listed checkpoint")
     def _verify_many(self, sd: SessionDir, keys: list[tuple[str, str]]) -> None:
+        from textual.worker import get_current_worker
+
+        worker = get_current_worker()
         counts: dict[str, int] = {}
         for key in keys:
+            if worker.is_cancelled:  # a newer "verify all" replaced this one
+                return
             message = self._verify_key(sd, key, quiet=True)
             status = message.result.status if message.result is not None else "failed"
             counts[status] = counts.get(status, 0) + 1
