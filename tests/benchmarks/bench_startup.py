@@ -1,0 +1,134 @@
+"""First paint of the app, measured side by side with a minimal Textual app in one run.
+
+    .venv/bin/python -m tests.benchmarks.bench_startup [--runs N] [--dir PATH]
+
+(a) time to the first painted Sessions screen (rows drawn) on the large directory (20,000 sessions,
+    1,000,000 entries) ÷ time to the first paint of a minimal Textual app — target ≤ 1.5;
+(b) time to open the 50,000-entry transcript (first page painted) ÷ the same for a 500-entry one — target ≤ 1.3.
+
+Every sample is a fresh process, and the two sides of a ratio alternate run by run, so load on this shared
+machine hits both alike. Wall time is taken by the parent, from spawning the process to the child's report
+that it painted (Python start-up and every import included). Not part of the test run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.benchmarks.generate import ensure_large_dir, read_facts
+
+ROOT = Path(__file__).resolve().parents[2]
+
+MINIMAL = """
+from textual.app import App, ComposeResult
+from textual.widgets import Static
+class Minimal(App):
+    def compose(self) -> ComposeResult:
+        yield Static("hello")
+    def on_mount(self) -> None:
+        self.call_after_refresh(self.painted)
+    def painted(self) -> None:
+        print("painted", flush=True)
+        self.exit()
+Minimal().run(headless=True, size=(120, 36))
+"""
+
+SESSIONS = """
+import sys
+from pathlib import Path
+from store.db import OpenMode
+from tui.app import SessionscopeApp
+from tui.widgets.session_list import SessionList
+class Bench(SessionscopeApp):
+    def on_session_list_counted(self, message) -> None:
+        self.call_after_refresh(self.painted)
+    def painted(self) -> None:
+        assert self.screen.query_one(SessionList).visible_rows(), "no rows drawn"
+        print("painted", flush=True)
+        self.exit()
+Bench(Path(sys.argv[1]), OpenMode.READ_ONLY).run(headless=True, size=(120, 36))
+"""
+
+TRANSCRIPT = """
+import sys, time
+from pathlib import Path
+from store.db import OpenMode
+from tui.app import SessionscopeApp
+from tui.widgets.transcript_view import TranscriptView
+started = 0.0
+class Bench(SessionscopeApp):
+    opened = False
+    def on_session_list_counted(self, message) -> None:
+        if not self.opened:
+            self.opened = True
+            import tui.screens.transcript  # imported before the clock starts: both sides pay it alike
+            self.call_after_refresh(self.start)
+    def start(self) -> None:
+        global started
+        started = time.perf_counter()
+        self.open_transcript(sys.argv[2])
+        self.poll = self.set_interval(0.002, self.check)
+    def check(self) -> None:
+        views = self.screen.query(TranscriptView)
+        if views and views.first()._items:  # the first page is in the view: paint it, then stop the clock
+            self.poll.stop()
+            self.call_after_refresh(self.painted)
+    def painted(self) -> None:
+        print(f"opened {time.perf_counter() - started:.6f}", flush=True)
+        self.exit()
+Bench(Path(sys.argv[1]), OpenMode.READ_ONLY).run(headless=True, size=(120, 36))
+"""
+
+
+def _spawn(script: str, *args: str) -> tuple[float, str]:
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise SystemExit(f"benchmark child failed:\n{proc.stderr[-2000:]}")
+    return wall, proc.stdout.strip().splitlines()[-1]
+
+
+def _report(name: str, a: list[float], b: list[float], target: float) -> float:
+    ma, mb = statistics.median(a), statistics.median(b)
+    ratio = ma / mb
+    verdict = "meets" if ratio <= target else "MISSES"
+    print(f"{name}: {ma * 1000:7.1f} ms ÷ {mb * 1000:7.1f} ms = {ratio:.2f}  (target ≤ {target}; {verdict})")
+    return ratio
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--dir", type=Path, default=None, help="large directory (built when missing)")
+    args = parser.parse_args(argv)
+    folder = ensure_large_dir(args.dir)
+    facts = read_facts(folder)
+    assert facts is not None
+    print(f"directory: {folder} ({facts.spec.sessions:,} sessions, {facts.spec.entries:,} entries)")
+    _spawn(SESSIONS, str(folder))  # warm the list cache and the OS page cache once; reported below
+    cold_note = "(list cache warm; a first open ever builds it once, see bench_sessions_list)"
+
+    app_times: list[float] = []
+    min_times: list[float] = []
+    big: list[float] = []
+    medium: list[float] = []
+    for _ in range(args.runs):
+        min_times.append(_spawn(MINIMAL)[0])
+        app_times.append(_spawn(SESSIONS, str(folder))[0])
+        medium.append(float(_spawn(TRANSCRIPT, str(folder), facts.medium_session_id)[1].split()[1]))
+        big.append(float(_spawn(TRANSCRIPT, str(folder), facts.big_session_id)[1].split()[1]))
+    print(f"runs: {args.runs} of each, alternating {cold_note}")
+    _report("(a) Sessions first paint ÷ minimal app first paint", app_times, min_times, 1.5)
+    _report("(b) open 50,000-entry transcript ÷ 500-entry transcript", big, medium, 1.3)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
