@@ -1,0 +1,256 @@
+"""Live updates: the lease bus and the file watcher turned into "re-read these sessions" for the screens.
+
+:class:`LiveUpdates` is started by the app once the store is open and stopped when it exits. Two sources feed it:
+
+* the lease bus (:class:`store.bus.BusListener`): each accepted datagram that concerns this directory's
+  ``sessions.db`` names one session (a ``database_rebuilt`` names them all);
+* the file watcher (:class:`store.watch.SessionDirWatcher`) for writers that do not announce themselves:
+  a change of ``sessions.db`` or its ``-wal`` runs :func:`store.watch.change_probe`, which says which sessions'
+  entries, run events, runs or leases changed (or that something it cannot attribute did: refresh everything
+  shown).
+
+Both run on their own threads. They only add session ids to a pending set; the first addition posts one
+:class:`LiveFlush` to the app, whose handler calls :meth:`LiveUpdates.flush` on the UI thread, which hands the
+whole set to every screen of the stack as one :class:`LiveChanged`. A flood of datagrams therefore costs one
+message per UI turn, and each screen re-reads at most one batch at a time (the next batch waits for the last
+read to finish).
+
+A notification is only a hint. Nothing a datagram carries is ever shown: the screens re-read the named
+sessions from SQLite and show what the database says.
+
+With ``publish=True`` (read-write mode) the lease engine's publish hook is connected to a
+:class:`store.bus.BusPublisher`, so Sessionscope's own repairs announce ``acquired`` / ``released`` /
+``state_changed`` as a runtime would; our own datagrams are skipped by our listener (same origin id).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from textual.message import Message
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    from store.bus import BusHint, BusListener, BusPublisher
+    from store.sessiondir import SessionDir
+    from store.watch import SessionDirWatcher, WatchHint
+
+
+class LiveFlush(Message):
+    """Posted to the app from a listener thread: pending changes are waiting (see :meth:`LiveUpdates.flush`)."""
+
+
+class LiveChanged(Message):
+    """Sessions changed in the database (a hint: re-read them). ``everything``: refresh all that is shown."""
+
+    bubble = False
+
+    def __init__(self, sessions: frozenset[str], everything: bool = False, source: str = "") -> None:
+        super().__init__()
+        self.sessions = sessions
+        self.everything = everything
+        self.source = source  # "bus", "watch", "bus+watch"
+
+    def concerns(self, session_id: str) -> bool:
+        return self.everything or session_id in self.sessions
+
+
+@dataclass(frozen=True)
+class LiveStats:
+    bus: str
+    watch: str
+    hints: int  # bus hints about this directory
+    probes: int  # file-change probes run
+    flushes: int  # batches handed to the screens
+
+
+class LiveUpdates:
+    """Listens on the lease bus and watches the session directory; tells the app's screens what to re-read."""
+
+    def __init__(self, app: App[object], sd: SessionDir, *, bus: bool = True, watch: bool = True,
+                 port: int | None = None, publish: bool = False) -> None:
+        self.app = app
+        self.sd = sd
+        self.want_bus = bus
+        self.want_watch = watch
+        self.port = port
+        self.publish = publish
+        self.listener: BusListener | None = None
+        self.watcher: SessionDirWatcher | None = None
+        self.publisher: BusPublisher | None = None
+        self._identity = ""
+        self._lock = threading.Lock()
+        self._pending: set[str] = set()
+        self._everything = False
+        self._sources: set[str] = set()
+        self._posted = False
+        self._stopped = False
+        self._started = threading.Event()
+        self._hints = 0
+        self._probes = 0
+        self._flushes = 0
+        self._reopen_noted = False
+
+    # --- lifecycle --------------------------------------------------------------------------------------------
+
+    def start(self, *, wait: bool = False) -> None:
+        """Bind the bus, start watching and take the change probe's baseline (on a thread; ``wait`` blocks)."""
+        thread = threading.Thread(target=self._start, name="sessionscope-live-start", daemon=True)
+        thread.start()
+        if wait:
+            self._started.wait(10.0)
+
+    def _start(self) -> None:
+        try:
+            from store.bus import BusListener, database_identity, install_publisher
+
+            self._identity = database_identity(self.sd.db_path)
+            if self.publish and self.sd.writable and not self._stopped:
+                self.publisher = install_publisher(port=self.port)
+            if self.want_bus and not self._stopped:
+                listener = BusListener(self._on_hint, port=self.port)
+                listener.start()
+                self.listener = listener
+            if self.want_watch and not self._stopped:
+                from store.watch import SessionDirWatcher, change_probe
+
+                change_probe(self.sd)  # the baseline: the first change after this is attributed
+                watcher = SessionDirWatcher(self.sd.root, self._on_file_change)
+                watcher.start()
+                self.watcher = watcher
+        except Exception:  # noqa: BLE001 - live updates are optional; manual refresh still works
+            pass
+        finally:
+            self._started.set()
+            if self._stopped:
+                self._close()
+
+    def stop(self) -> None:
+        """Stop listening and watching, and disconnect the publisher. Safe to call more than once."""
+        self._stopped = True
+        if self._started.is_set():
+            self._close()
+
+    def _close(self) -> None:
+        listener, self.listener = self.listener, None
+        watcher, self.watcher = self.watcher, None
+        publisher, self.publisher = self.publisher, None
+        if listener is not None:
+            listener.close()
+        if watcher is not None:
+            watcher.stop()
+        if publisher is not None:
+            from store.bus import installed_publisher, uninstall_publisher
+
+            if installed_publisher() is publisher:
+                uninstall_publisher()
+            else:
+                publisher.close()
+
+    @property
+    def ready(self) -> bool:
+        return self._started.is_set()
+
+    def wait_ready(self, timeout: float = 10.0) -> bool:
+        return self._started.wait(timeout)
+
+    # --- sources (called on their threads) --------------------------------------------------------------------
+
+    def _on_hint(self, hint: BusHint) -> None:
+        if self._stopped or not hint.concerns(self._identity):
+            return
+        self._hints += 1
+        if hint.type == "database_rebuilt" or not hint.session_id:
+            self._add((), everything=True, source="bus")
+        else:
+            self._add((hint.session_id,), source="bus")
+
+    def _on_file_change(self, hint: WatchHint) -> None:
+        if self._stopped or not (hint.content_changed or hint.writer_started):
+            return
+        from store.watch import change_probe
+
+        self._probes += 1
+        try:
+            changes = change_probe(self.sd)
+        except Exception:  # noqa: BLE001 - e.g. the directory closed while quitting
+            return
+        if changes.reopen_needed and not self._reopen_noted:
+            self._reopen_noted = True
+            self.app.call_from_thread(
+                self.app.notify,
+                "Another process is writing to this directory, which was opened as a snapshot of it; "
+                "reopen it to see live changes.",
+                title="Live updates", severity="warning",
+            )
+        if changes.first or not changes.changed:
+            return
+        self._add(changes.sessions, everything=changes.unexplained or changes.membership_changed, source="watch")
+
+    def _add(self, sessions: tuple[str, ...] | frozenset[str], *, everything: bool = False, source: str) -> None:
+        with self._lock:
+            self._pending.update(sessions)
+            self._everything |= everything
+            self._sources.add(source)
+            if self._posted:
+                return
+            self._posted = True
+        self.app.post_message(LiveFlush())
+
+    # --- the UI side ------------------------------------------------------------------------------------------
+
+    def take(self) -> LiveChanged | None:
+        """The pending changes as one message (and forget them); None when nothing is pending."""
+        with self._lock:
+            sessions, everything, sources = self._pending, self._everything, self._sources
+            self._pending, self._everything, self._sources, self._posted = set(), False, set(), False
+        if not sessions and not everything:
+            return None
+        return LiveChanged(frozenset(sessions), everything, "+".join(sorted(sources)))
+
+    def flush(self) -> None:
+        """On the UI thread: hand the pending changes to every screen of the stack."""
+        if self._stopped:
+            return
+        changed = self.take()
+        if changed is None:
+            return
+        self._flushes += 1
+        deliver(self.app, changed)
+
+    def stats(self) -> LiveStats:
+        listener, watcher = self.listener, self.watcher
+        bus = listener.status if listener is not None else ("lease bus off" if not self.want_bus else "starting")
+        watch = watcher.status if watcher is not None else ("file watching off" if not self.want_watch else "starting")
+        return LiveStats(bus=bus, watch=watch, hints=self._hints, probes=self._probes, flushes=self._flushes)
+
+    def describe(self) -> str:
+        """One short phrase for a status line: ``live: bus :49371 + file watch``."""
+        if not self.ready:
+            return "live: starting"
+        parts = []
+        listener, watcher = self.listener, self.watcher
+        if listener is not None and listener.available:
+            parts.append(f"bus :{listener.port}")
+        if watcher is not None and watcher.available:
+            parts.append("file watch")
+        return "live: " + " + ".join(parts) if parts else "live: off"
+
+
+def deliver(app: App[object], changed: LiveChanged) -> None:
+    """Hand ``changed`` to every screen of the stack (each re-reads what it shows; hidden ones too)."""
+    for screen in list(app.screen_stack):
+        screen.post_message(LiveChanged(changed.sessions, changed.everything, changed.source))
+
+
+def live_wanted(app: App[object], asked: bool | None) -> bool:
+    """Live updates run when asked, and by default only outside tests (a headless app keeps snapshots still)."""
+    if asked is not None:
+        return asked
+    return not app.is_headless
+
+
+__all__ = ["LiveChanged", "LiveFlush", "LiveStats", "LiveUpdates", "deliver", "live_wanted"]

@@ -1,0 +1,577 @@
+"""The Runs screen: active and recent runs with their leases, derived execution state and recovery records.
+
+Top: :class:`~tui.widgets.run_list.RunList` (every session's runs, or one session's). Below: the selected run's
+facts and its event timeline (:mod:`tui.widgets.run_timeline`). Nothing here runs SQL: the widgets call
+``store.runs`` in thread workers; the repairs come from ``store.repairs``.
+
+Repairs (``x`` recover an orphan, ``t`` abandon interrupted tool calls, ``L`` release an expired lease) follow one
+path: ``preview()`` in a worker → a refused preview is one notification that names the reason (a live lease names
+its holder) → otherwise a :class:`~tui.widgets.confirm.ConfirmDialog` with the preview's lines (Cancel has the
+focus; ``y`` confirms, never the key that opened it) → ``apply()`` in a worker → a notification with the result
+or the refusal. The actions are declared ``writes=True``: the read modes show them dimmed and block them, and
+the store refuses them again on its own.
+
+Time: the lease countdowns follow the app's clock; a one-second timer only repaints them. What the database
+says changes on screen only after a re-read: on a live-update hint (:class:`tui.live.LiveChanged`), on ``r``,
+after a repair, and when the earliest valid lease shown reaches its expiry (the run may now be orphaned).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import ModalScreen, Screen
+from textual.timer import Timer
+from textual.widgets import Button, SelectionList, Static
+from textual.widgets.selection_list import Selection
+
+from tui import actions
+from tui.actions import ActionSpec
+from tui.formatting import describe_error
+from tui.live import LiveChanged
+from tui.widgets.confirm import ConfirmDialog, ConfirmRequest
+from tui.widgets.header import AppHeader
+from tui.widgets.keybar import KeyBar
+from tui.widgets.run_list import RunList, RunRow, RunScope, is_orphan
+from tui.widgets.run_timeline import RunFacts, RunTimeline
+from tui.widgets.statusbar import StatusBar
+
+if TYPE_CHECKING:
+    from store.recovery import InterruptedTools
+    from store.repairs import Repair, RepairPreview, RepairResult
+    from store.sessiondir import SessionDir
+
+TICK_S = 1.0
+"""The countdowns repaint this often (no database read)."""
+
+MARK_HOLD_S = 2.0
+"""A row marked as changed by a live refresh stays marked until the next refresh, or this long at most."""
+
+EXPIRY_GRACE_S = 0.5
+"""After the earliest shown lease expires, its session is re-read this much later (the SQLite clock agrees)."""
+
+EXPIRY_HORIZON_S = 6 * 3600
+"""Leases expiring later than this are not waited for (a re-read happens on the next hint or refresh)."""
+
+_A = actions.register
+_A(ActionSpec("runs.recover", "recover_run", "x", "Recover", "Recover the orphaned run under the cursor as the runtime would, after a preview.", "runs", writes=True))  # noqa: E501
+_A(ActionSpec("runs.abandon-tools", "abandon_tools", "t", "Abandon tools", "Pick interrupted tool calls of the run's session and mark them abandoned; nothing is run again.", "runs", writes=True))  # noqa: E501
+_A(ActionSpec("runs.release-lease", "release_lease", "L", "Release lease", "Release the expired lease of the session under the cursor, after a preview.", "runs", writes=True))  # noqa: E501
+_A(ActionSpec("runs.orphaned", "toggle_orphaned", "o", "Orphaned", "Show only orphaned runs and failed recoveries, or every run again.", "runs"))  # noqa: E501
+_A(ActionSpec("runs.scope", "toggle_scope", "a", "All/one", "Switch between every session's runs and the runs of the session under the cursor.", "runs"))  # noqa: E501
+_A(ActionSpec("runs.refresh", "refresh", "r", "Refresh", "Re-read the runs from the database, keeping the cursor.", "runs"))
+_A(ActionSpec("runs.copy", "copy_run_id", "c", "Copy id", "Copy the id of the run under the cursor to the clipboard.", "runs", show=False))  # noqa: E501
+_A(ActionSpec("pick.toggle-all", "toggle_all", "ctrl+a", "All/none", "Select every call, or none.", "tool-pick"))
+_A(ActionSpec("pick.preview", "preview", "p", "Preview", "Preview abandoning the selected calls.", "tool-pick"))
+_A(ActionSpec("pick.cancel", "cancel", "escape", "Cancel", "Close without changing anything.", "tool-pick"))
+del _A
+actions.SCOPE_TITLES.setdefault("runs", "Runs screen")
+actions.SCOPE_TITLES.setdefault("tool-pick", "Pick tool calls")
+
+
+# --- messages from the workers -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RepairJob:
+    """One repair the user started: which, on what, and the key that started it."""
+
+    repair_id: str
+    session_id: str
+    kwargs: dict[str, object] = field(default_factory=dict)
+    opened_by: str = ""
+    label: str = ""
+
+
+class PreviewReady(Message):
+    def __init__(self, job: RepairJob, repair: Repair, preview: RepairPreview) -> None:
+        super().__init__()
+        self.job = job
+        self.repair = repair
+        self.preview = preview
+
+
+class RepairFinished(Message):
+    """``result`` when applied; else ``error`` (one sentence) and whether it was a refusal."""
+
+    def __init__(self, job: RepairJob, result: RepairResult | None, error: str = "", refused: bool = False) -> None:
+        super().__init__()
+        self.job = job
+        self.result = result
+        self.error = error
+        self.refused = refused
+
+
+class ToolsListed(Message):
+    def __init__(self, job: RepairJob, tools: InterruptedTools | None, error: str = "") -> None:
+        super().__init__()
+        self.job = job
+        self.tools = tools
+        self.error = error
+
+
+# --- picking tool calls ------------------------------------------------------------------------------------------
+
+
+class ToolPickDialog(ModalScreen[list[str] | None]):
+    """Choose interrupted tool calls (all chosen at first); ``p`` continues to the preview, ``esc`` cancels."""
+
+    BINDINGS: ClassVar = actions.bindings("tool-pick")
+    HELP_TITLE: ClassVar[str] = "Pick tool calls"
+    AUTO_FOCUS = "#pick-list"
+
+    DEFAULT_CSS = """
+    ToolPickDialog { align: center middle; background: $background 60%; }
+    ToolPickDialog > #pick-box {
+        width: 96; max-width: 96%; height: auto; max-height: 90%;
+        border: round $warning; border-title-color: $warning; border-title-style: bold;
+        background: $surface; padding: 0 1;
+    }
+    ToolPickDialog #pick-list { height: auto; max-height: 16; }
+    ToolPickDialog #pick-hint { color: $foreground-muted; margin: 1 0 0 0; }
+    ToolPickDialog #pick-buttons { height: auto; align-horizontal: right; margin: 1 0 0 0; }
+    ToolPickDialog Button { margin-left: 2; }
+    """
+
+    def __init__(self, tools: InterruptedTools) -> None:
+        super().__init__()
+        self.tools = tools
+
+    def compose(self) -> ComposeResult:
+        tools = self.tools
+        with Vertical(id="pick-box") as box:
+            box.border_title = f"Interrupted tool calls of session {tools.session_id}"
+            options = []
+            for rec in tools.records:
+                side = "side-effecting" if rec.side_effecting else "read-only"
+                label = (f"{rec.tool_name or '?'}  call {rec.provider_call_id}  ·  turn {rec.local_turn_id}  ·  "
+                         f"{rec.execution_state}  ·  {side}")
+                options.append(Selection(label, rec.provider_call_id, True))
+            yield SelectionList[str](*options, id="pick-list")
+            dangling = len(tools.dangling_calls)
+            hint = "space toggles · p preview · esc cancel. Nothing is run again and no tool output is written."
+            if dangling:
+                hint = f"{dangling} toolCall(s) have no result and no record: they are only reported. " + hint
+            yield Static(hint, id="pick-hint", markup=False)
+            with Horizontal(id="pick-buttons"):
+                yield Button("Cancel", id="pick-cancel")
+                yield Button("Preview (p)", id="pick-preview", variant="warning")
+
+    def action_toggle_all(self) -> None:
+        pick = self.query_one("#pick-list", SelectionList)
+        if pick.selected:
+            pick.deselect_all()
+        else:
+            pick.select_all()
+
+    def action_preview(self) -> None:
+        chosen = list(self.query_one("#pick-list", SelectionList).selected)
+        if not chosen:
+            self.app.bell()
+            self.query_one("#pick-hint", Static).update("Choose at least one call (space), or esc to cancel.")
+            return
+        self.dismiss([str(c) for c in chosen])
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    @on(Button.Pressed, "#pick-cancel")
+    def _cancel(self) -> None:
+        self.action_cancel()
+
+    @on(Button.Pressed, "#pick-preview")
+    def _preview(self) -> None:
+        self.action_preview()
+
+
+# --- the screen --------------------------------------------------------------------------------------------------
+
+
+class RunsScreen(Screen[None]):
+    """Runs of every session (or of one), their leases and recovery records; repairs after a preview."""
+
+    CSS_PATH = Path(__file__).with_name("runs.tcss")
+    BINDINGS: ClassVar = actions.bindings("runs")
+    HELP_TITLE: ClassVar[str] = "Runs screen"
+    AUTO_FOCUS = "RunList"
+
+    def __init__(self, session_id: str | None = None, *, orphaned_only: bool = False) -> None:
+        super().__init__()
+        self.sd: SessionDir | None = None
+        self.scope = RunScope(session_id=session_id, orphaned_only=orphaned_only)
+        self._tick: Timer | None = None
+        self._expiry_timer: Timer | None = None
+        self._expiry_at: int | None = None
+        self._marked_at = 0.0
+        self._busy = False  # a repair is being previewed or applied
+        self.last_result: RepairResult | None = None
+        self.last_error = ""
+
+    def compose(self) -> ComposeResult:
+        yield AppHeader(section="Runs")
+        yield RunList(id="runs")
+        yield RunFacts(id="run-facts")
+        yield RunTimeline(id="run-timeline")
+        yield StatusBar(id="status")
+        yield KeyBar()
+
+    def on_mount(self) -> None:
+        sd = getattr(self.app, "sd", None)
+        self.query_one(StatusBar).count = "Opening the session directory…" if sd is None else "Reading runs…"
+        self._show_scope()
+        if sd is not None:
+            self.attach(sd)
+        self._tick = self.set_interval(TICK_S, self._on_tick)
+
+    def attach(self, sd: SessionDir) -> None:
+        self.sd = sd
+        self.query_one(RunList).show(sd, self.scope)
+
+    # --- helpers ----------------------------------------------------------------------------------------------
+
+    @property
+    def run_list(self) -> RunList:
+        return self.query_one(RunList)
+
+    def now(self) -> float:
+        clock: Callable[[], float] | None = getattr(self.app, "clock", None)
+        return float(clock()) if clock is not None else time.time()
+
+    def _show_scope(self) -> None:
+        parts = ["all sessions" if self.scope.session_id is None else f"session {self.scope.session_id}"]
+        if self.scope.orphaned_only:
+            parts.append("orphaned only")
+        live = getattr(self.app, "live", None)
+        if live is not None:
+            parts.append(live.describe())
+        self.query_one(StatusBar).query_text = "  ·  ".join(parts)
+
+    def _show_counts(self) -> None:
+        lst = self.run_list
+        if not lst.loaded:
+            return
+        if lst.error and not lst.rows:
+            self.query_one(StatusBar).count = lst.error
+            return
+        active = sum(1 for row in lst.active_rows if row.listing.run.active)
+        orphans = sum(1 for row in lst.active_rows if row.listing.run.active and is_orphan(row.listing))
+        parts = [f"{active:,} active"]
+        if orphans:
+            parts.append(f"{orphans:,} orphaned")
+        if not self.scope.orphaned_only:
+            recent = len(lst.recent_rows)
+            more = " of >" + f"{recent:,}" if lst.capped else ("+" if lst.has_more else "")
+            parts.append(f"{recent:,}{more} recent")
+        self.query_one(StatusBar).count = " · ".join(parts)
+
+    # --- list events ------------------------------------------------------------------------------------------
+
+    @on(RunList.Changed)
+    def _list_changed(self, message: RunList.Changed) -> None:
+        if message.refreshed:
+            self._marked_at = time.monotonic()
+        self._show_counts()
+        self._show_scope()
+        self._plan_expiry()
+        selected = self.run_list.selected
+        if selected is None:
+            self.query_one(RunFacts).show(None)
+            if self.sd is not None and self.query_one(RunTimeline).run_id is not None:
+                self.query_one(RunTimeline).show(self.sd, None)
+
+    @on(RunList.Selected)
+    def _selected(self, message: RunList.Selected) -> None:
+        facts = self.query_one(RunFacts)
+        timeline = self.query_one(RunTimeline)
+        row = message.row
+        old = facts.row
+        facts.show(row)
+        if self.sd is None:
+            return
+        if row is None:
+            if timeline.run_id is not None:
+                timeline.show(self.sd, None)
+            return
+        if timeline.run_id != row.run_id:
+            timeline.show(self.sd, row.run_id)
+        elif old is not None and old.facts() != row.facts():
+            timeline.refresh_events()
+
+    @on(RunList.Opened)
+    def _opened(self, message: RunList.Opened) -> None:
+        open_transcript = getattr(self.app, "open_transcript", None)
+        if open_transcript is not None:
+            open_transcript(message.row.session_id)
+
+    def _on_tick(self) -> None:
+        """Repaint the countdowns (no read); drop change marks after one refresh cycle."""
+        lst = self.run_list
+        if lst.changed and time.monotonic() - self._marked_at >= MARK_HOLD_S:
+            lst.clear_marks()
+        lst.refresh()
+        self.query_one(RunFacts).refresh()
+
+    def _plan_expiry(self) -> None:
+        """Re-read when the earliest valid lease shown expires: its run may have become orphaned."""
+        expiry = self.run_list.next_expiry()
+        if expiry == self._expiry_at and self._expiry_timer is not None:
+            return
+        if self._expiry_timer is not None:
+            self._expiry_timer.stop()
+            self._expiry_timer = None
+        self._expiry_at = expiry
+        if expiry is None:
+            return
+        delay = expiry - self.now() + EXPIRY_GRACE_S
+        if 0 < delay <= EXPIRY_HORIZON_S:
+            self._expiry_timer = self.set_timer(delay, self._lease_expired)
+
+    def _lease_expired(self) -> None:
+        self._expiry_timer = None
+        self._expiry_at = None
+        now = self.now()
+        lst = self.run_list
+        due = {row.session_id for row in lst.active_rows
+               if row.listing.lease is not None and row.listing.lease.state == "active"
+               and row.listing.lease.expires_at <= int(now)}
+        if due:
+            lst.refresh_sessions(due)
+        else:
+            self._plan_expiry()
+
+    # --- live updates -----------------------------------------------------------------------------------------
+
+    def on_live_changed(self, message: LiveChanged) -> None:
+        lst = self.run_list
+        if message.everything:
+            lst.reload()
+        else:
+            lst.refresh_sessions(message.sessions)
+        selected = lst.selected
+        if selected is not None and message.concerns(selected.session_id):
+            self.query_one(RunTimeline).refresh_events()
+
+    # --- actions ----------------------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        sd = self.sd or getattr(self.app, "sd", None)
+        return actions.check_write(action, sd is not None and sd.writable)
+
+    def action_refresh(self) -> None:
+        self.run_list.reload()
+        self.query_one(RunTimeline).refresh_events()
+
+    def action_toggle_orphaned(self) -> None:
+        self.scope = RunScope(self.scope.session_id, not self.scope.orphaned_only)
+        self._show_scope()
+        if self.sd is not None:
+            self.run_list.show(self.sd, self.scope)
+
+    def action_toggle_scope(self) -> None:
+        if self.scope.session_id is not None:
+            session_id = None
+        else:
+            row = self.run_list.selected
+            if row is None:
+                self.notify("No run is selected.", severity="warning")
+                return
+            session_id = row.session_id
+        self.scope = RunScope(session_id, self.scope.orphaned_only)
+        self._show_scope()
+        if self.sd is not None:
+            self.run_list.show(self.sd, self.scope)
+
+    def action_copy_run_id(self) -> None:
+        row = self.run_list.selected
+        if row is None:
+            return
+        self.app.copy_to_clipboard(row.run_id)
+        self.notify(f"Copied {row.run_id}.", timeout=2)
+
+    def _target(self) -> RunRow | None:
+        row = self.run_list.selected
+        if row is None:
+            self.notify("No run is selected.", severity="warning")
+        elif self._busy:
+            self.notify("A repair is already being prepared or applied.", severity="warning")
+            return None
+        return row
+
+    def action_recover_run(self) -> None:
+        row = self._target()
+        if row is None:
+            return
+        key = self._key_for("runs.recover")
+        self._start_preview(RepairJob("recover-run", row.session_id, {"run_id": row.run_id}, key, f"run {row.run_id}"))
+
+    def action_release_lease(self) -> None:
+        row = self._target()
+        if row is None:
+            return
+        key = self._key_for("runs.release-lease")
+        self._start_preview(RepairJob("release-lease", row.session_id, {"session_id": row.session_id}, key,
+                                      f"the lease of session {row.session_id}"))
+
+    def action_abandon_tools(self) -> None:
+        row = self._target()
+        if row is None or self.sd is None:
+            return
+        self._busy = True
+        key = self._key_for("runs.abandon-tools")
+        self._list_tools(self.sd, RepairJob("abandon-tools", row.session_id, {}, key, f"session {row.session_id}"))
+
+    def _key_for(self, action_id: str) -> str:
+        """The key that opened an action now (after the user's keymap), so the dialog refuses it as confirm."""
+        for key, active in self.active_bindings.items():
+            if active.binding.id == action_id:
+                return key
+        return actions.get(action_id).key.split(",")[0]
+
+    # --- the repair path --------------------------------------------------------------------------------------
+
+    def _start_preview(self, job: RepairJob) -> None:
+        if self.sd is None:
+            return
+        self._busy = True
+        self._preview(self.sd, job)
+
+    @work(thread=True, exclusive=True, group="runs-repair", exit_on_error=False, description="Preview a repair")
+    def _preview(self, sd: SessionDir, job: RepairJob) -> None:
+        try:
+            from store.repairs import make_repair
+
+            repair = make_repair(sd, job.repair_id, **job.kwargs)
+            preview = repair.preview()
+        except Exception as exc:  # noqa: BLE001 - one sentence, never a traceback
+            self.post_message(RepairFinished(job, None, describe_error(exc)))
+            return
+        self.post_message(PreviewReady(job, repair, preview))
+
+    @on(PreviewReady)
+    def _preview_ready(self, message: PreviewReady) -> None:
+        preview = message.preview
+        if preview.refusal:
+            self._busy = False
+            self._report_refusal(message.job, f"Refused: {preview.refusal}")
+            return
+        changes = len(preview.changes)
+        request = ConfirmRequest(
+            title=preview.title,
+            preview="\n".join(preview.lines()),
+            affected=changes,
+            noun="row",
+            confirm_label="Apply",
+            opened_by=message.job.opened_by,
+        )
+
+        def decided(confirmed: bool | None) -> None:
+            if confirmed and self.sd is not None:
+                self._apply(self.sd, message.job, message.repair, preview)
+            else:
+                self._busy = False
+                self.notify("Nothing was changed.", title=preview.title, timeout=3)
+
+        try:
+            dialog = ConfirmDialog(request)
+        except ValueError as exc:  # the user mapped the action onto the confirm key
+            self._busy = False
+            self.notify(str(exc), title="Cannot confirm", severity="error")
+            return
+        self.app.push_screen(dialog, decided)
+
+    @work(thread=True, exclusive=True, group="runs-repair", exit_on_error=False, description="Apply a repair")
+    def _apply(self, sd: SessionDir, job: RepairJob, repair: Repair, preview: RepairPreview) -> None:
+        from store.errors import LeaseBusy, LeaseLost, ReadOnlyStore, RepairRefused
+
+        try:
+            result = repair.apply(preview)
+        except (RepairRefused, LeaseBusy, LeaseLost, ReadOnlyStore) as exc:
+            text = describe_error(exc)
+            self.post_message(RepairFinished(job, None, text if text.startswith("Refused") else f"Refused: {text}",
+                                             refused=True))
+            return
+        except Exception as exc:  # noqa: BLE001 - e.g. RecoveryFailed: the record says when to retry
+            self.post_message(RepairFinished(job, None, describe_error(exc)))
+            return
+        self.post_message(RepairFinished(job, result))
+
+    @on(RepairFinished)
+    def _finished(self, message: RepairFinished) -> None:
+        self._busy = False
+        job = message.job
+        if message.result is not None:
+            self.last_result = message.result
+            self.last_error = ""
+            self.notify(message.result.message, title="Repaired", timeout=8)
+        elif message.refused:
+            self._report_refusal(job, message.error)
+        else:
+            self.last_result = None
+            self.last_error = message.error
+            self.notify(message.error, title="Repair failed", severity="error", timeout=10)
+        # what was written (or found) is shown only after reading it back
+        self.run_list.refresh_sessions({job.session_id})
+        self.query_one(RunTimeline).refresh_events()
+
+    def _report_refusal(self, job: RepairJob, text: str) -> None:
+        self.last_result = None
+        self.last_error = text
+        self.notify(text, title=f"Not repaired: {job.label}", severity="error", timeout=12)
+
+    # --- tool calls -------------------------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="runs-repair", exit_on_error=False, description="List interrupted tools")
+    def _list_tools(self, sd: SessionDir, job: RepairJob) -> None:
+        try:
+            from store.recovery import list_interrupted_tools
+
+            tools = list_interrupted_tools(sd, job.session_id)
+        except Exception as exc:  # noqa: BLE001
+            self.post_message(ToolsListed(job, None, describe_error(exc)))
+            return
+        self.post_message(ToolsListed(job, tools))
+
+    @on(ToolsListed)
+    def _tools_listed(self, message: ToolsListed) -> None:
+        job = message.job
+        tools = message.tools
+        if tools is None:
+            self._busy = False
+            self.notify(message.error, title="Cannot list tool calls", severity="error")
+            return
+        if not tools.records:
+            self._busy = False
+            note = ""
+            if tools.dangling_calls:
+                note = (f" {len(tools.dangling_calls)} toolCall(s) have no result but no record either: "
+                        "nothing can be written for them.")
+            self.notify(f"Session {job.session_id} has no interrupted tool execution record.{note}",
+                        title="Abandon tools", timeout=6)
+            return
+
+        def picked(call_ids: list[str] | None) -> None:
+            if not call_ids:
+                self._busy = False
+                return
+            turns = sorted({r.local_turn_id for r in tools.records if r.provider_call_id in call_ids})
+            if len(turns) != 1:
+                self._busy = False
+                self.notify("Choose calls of one turn at a time (the repair works on one turn).",
+                            title="Abandon tools", severity="warning")
+                return
+            self._start_preview(RepairJob("abandon-tools", job.session_id,
+                                          {"session_id": job.session_id, "turn_id": turns[0], "call_ids": call_ids},
+                                          job.opened_by, f"turn {turns[0]} of session {job.session_id}"))
+
+        self.app.push_screen(ToolPickDialog(tools), picked)
+
+
+__all__ = ["RunsScreen", "ToolPickDialog", "RepairJob", "PreviewReady", "RepairFinished"]
