@@ -22,6 +22,7 @@ from textual.reactive import reactive
 from store.db import OpenMode
 from tui import actions
 from tui.formatting import describe_error, tildify
+from tui.live import LiveFlush, LiveUpdates, live_wanted
 from tui.messages import DemoReady, IntegrityChecked, KeymapChecked, SessionResolved, StoreFailed, StoreOpened
 from tui.theming import DEFAULT_THEME, THEMES_DIR, load_themes, remember_theme, remembered_theme
 from tui.widgets.badge import badge_text
@@ -136,6 +137,10 @@ class StoreOpening:
         return self._result
 
 
+if "tui.screens.runs" not in actions.ACTION_MODULES:
+    actions.ACTION_MODULES.append("tui.screens.runs")  # its actions are checked against the user keymap too
+
+
 def _commands_provider() -> type[Provider]:
     from tui.palette import SessionscopeCommands
 
@@ -170,8 +175,11 @@ class SessionscopeApp(App[None]):
         *,
         clock: Callable[[], float] | None = None,
         themes_dir: Path | None = None,
+        live: bool | None = None,
     ) -> None:
         super().__init__()
+        self.live: LiveUpdates | None = None
+        self._live_asked = live  # None: live updates outside tests only (see tui.live.live_wanted)
         self.session_dir: Path | None = None if session_dir is None else Path(session_dir)
         self.mode = mode
         self.clock: Callable[[], float] = clock or time.time
@@ -270,6 +278,7 @@ class SessionscopeApp(App[None]):
             if isinstance(screen, SessionsScreen):
                 screen.attach(message.sd, first_page=message.first_page)
         self.refresh_bindings()
+        self._start_live(message.sd)
         # The integrity check waits for the first window of rows (SessionsScreen asks for it); a fallback
         # starts it anyway a little later when no list asked.
         self.set_timer(1.0, self.start_integrity_check)
@@ -285,6 +294,23 @@ class SessionscopeApp(App[None]):
             self.switch_screen(screen)
         else:
             self.push_screen(screen)
+
+    # --- live updates -----------------------------------------------------------------------------------------
+
+    def _start_live(self, sd: SessionDir) -> None:
+        """Listen on the lease bus and watch the directory (not for a snapshot: nothing writes to a copy)."""
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+        if not live_wanted(self, self._live_asked) or sd.mode is OpenMode.SNAPSHOT:
+            return
+        self.live = LiveUpdates(self, sd, publish=sd.writable)
+        self.live.start()
+
+    @on(LiveFlush)
+    def _live_flush(self, message: LiveFlush) -> None:
+        if self.live is not None:
+            self.live.flush()
 
     # --- integrity --------------------------------------------------------------------------------------------
 
@@ -476,6 +502,9 @@ class SessionscopeApp(App[None]):
             self.notify(f"The theme could not be remembered: {exc.strerror or exc}.", severity="warning")
 
     def on_unmount(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
         if self.sd is not None:
             self.sd.close()
         opening, self._opening = self._opening, None

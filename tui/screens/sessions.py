@@ -14,6 +14,7 @@ from textual.widgets import Static
 
 from tui import actions
 from tui.formatting import describe_error, tildify
+from tui.live import LiveChanged
 from tui.messages import FacetChoice, FacetsLoaded, UnfilteredCounted
 from tui.widgets.header import AppHeader
 from tui.widgets.keybar import KeyBar
@@ -41,6 +42,10 @@ NATURAL_DESCENDING = {"last_active": True, "title": False, "messages": True, "cw
 """The direction each sort key starts in (newest / biggest first; names A to Z)."""
 
 FACET_TITLES = {"cwd": "work dir", "project_id": "project", "channel_type": "channel"}
+
+actions.register(actions.ActionSpec(
+    "sessions.runs", "session_runs", "R", "Runs",
+    "Show the runs, leases and recovery records of the session under the cursor.", "sessions"))
 
 
 class FilterBar(Horizontal):
@@ -340,6 +345,25 @@ class SessionsScreen(Screen[None]):
     def filter_pending(self) -> bool:
         """True while a typed filter waits for its debounce pause."""
         return self._debounce is not None
+
+    # --- runs and live updates --------------------------------------------------------------------------------
+
+    def action_session_runs(self) -> None:
+        row = self.query_one(SessionList).selected
+        if row is None or self.sd is None:
+            self.notify("No session is selected.", severity="warning")
+            return
+        from tui.screens.runs import RunsScreen
+
+        self.app.push_screen(RunsScreen(session_id=row.id))
+
+    def on_live_changed(self, message: LiveChanged) -> None:
+        """Another process changed sessions: re-read the affected rows in place (everything: the windows)."""
+        session_list = self.query_one(SessionList)
+        if message.everything:
+            session_list.reload()
+        else:
+            session_list.refresh_sessions(message.sessions)
 
     # --- opening ----------------------------------------------------------------------------------------------
 

@@ -7,6 +7,10 @@ worker that only posts a :class:`~tui.messages.SessionWindowLoaded`; one handler
 result for an older generation is dropped.
 
 Row 0 of the widget is the column header and never scrolls; data row ``r`` is drawn at line ``r - scroll_y + 1``.
+
+Live updates (:meth:`SessionList.refresh_sessions`) re-read only the named sessions that are loaded, one batch
+at a time, and replace their rows in place (cursor and scroll position kept); rows whose summary changed are
+marked until the next refresh (or :data:`MARK_HOLD_S`).
 """
 
 from __future__ import annotations
@@ -42,6 +46,12 @@ CACHE_WINDOWS = 40
 
 STRIP_CACHE = 400
 """Drawn rows kept (a repaint or a scroll back draws from here)."""
+
+MARK_HOLD_S = 2.0
+"""A row a live update changed stays marked until the next refresh, or this long at most."""
+
+LIVE_BATCH_CAP = 200
+"""A live update naming more loaded sessions than this re-reads the visible windows instead."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,7 @@ class _Styles:
     run_waiting: Style
     pinned: Style
     placeholder: Style
+    changed: Style
 
 
 @dataclass
@@ -165,6 +176,7 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
         "session-list--run-waiting",
         "session-list--pinned",
         "session-list--placeholder",
+        "session-list--changed",
     }
 
     DEFAULT_CSS = """
@@ -183,6 +195,7 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
     SessionList > .session-list--run-waiting { color: $warning; }
     SessionList > .session-list--pinned { color: $accent; }
     SessionList > .session-list--placeholder { color: $foreground-muted; }
+    SessionList > .session-list--changed { background: $warning 20%; }
     """
 
     cursor: reactive[int] = reactive(0, always_update=True)
@@ -209,6 +222,22 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
             super().__init__()
             self.error = error
 
+    class RowsRead(Message):
+        """Named sessions were re-read for a live update (``gone``: no longer in the database)."""
+
+        def __init__(self, generation: int, rows: list[SessionSummary], gone: set[str]) -> None:
+            super().__init__()
+            self.generation = generation
+            self.rows = rows
+            self.gone = gone
+
+    class RowsUpdated(Message):
+        """A live update was applied: ``changed`` are the ids whose rows changed (and are marked)."""
+
+        def __init__(self, changed: frozenset[str]) -> None:
+            super().__init__()
+            self.changed = changed
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.sd: SessionDir | None = None
@@ -224,6 +253,10 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
         self._strips: OrderedDict[tuple[str, str, bool, int], Strip] = OrderedDict()
         self._strip_rows: dict[tuple[str, str, bool, int], SessionSummary] = {}
         self._keep_position = False
+        self.changed: set[str] = set()  # ids marked by the last live update
+        self._live_pending: set[str] = set()
+        self._live_running = False
+        self._mark_timer: object | None = None
 
     # --- public -----------------------------------------------------------------------------------------------
 
@@ -241,6 +274,8 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
         self._pending = None
         self.error = ""
         self._keep_position = keep_position
+        self.changed = set()
+        self._live_pending.clear()
         if not keep_position:
             self.total = None
             self.cursor = 0
@@ -301,6 +336,91 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
             if row is not None:
                 out.append(row)
         return out
+
+    # --- live updates -------------------------------------------------------------------------------------------
+
+    def loaded_ids(self) -> set[str]:
+        """Ids of every session row held in the cached windows."""
+        return {row.id for window in self._windows.values() for row in window}
+
+    def refresh_sessions(self, session_ids: set[str] | frozenset[str]) -> None:
+        """Re-read the loaded rows of ``session_ids`` and update them in place (one read at a time)."""
+        if self.sd is None or self.query_spec is None or self.total is None:
+            return
+        wanted = set(session_ids) & self.loaded_ids()
+        if not wanted:
+            return
+        self._live_pending |= wanted
+        if not self._live_running:
+            self._start_live_read()
+
+    def _start_live_read(self) -> None:
+        if self.sd is None or not self._live_pending:
+            return
+        batch, self._live_pending = self._live_pending, set()
+        if len(batch) > LIVE_BATCH_CAP:
+            self.reload()
+            return
+        self._live_running = True
+        self._read_rows(self.sd, sorted(batch), self.generation)
+
+    @work(thread=True, exclusive=False, group="session-rows", exit_on_error=False, description="Re-read sessions")
+    def _read_rows(self, sd: SessionDir, ids: list[str], generation: int) -> None:
+        from store.errors import SessionNotFound
+        from store.sessions import get_session
+
+        rows: list[SessionSummary] = []
+        gone: set[str] = set()
+        for sid in ids:
+            try:
+                rows.append(get_session(sd, sid))
+            except SessionNotFound:
+                gone.add(sid)
+            except Exception:  # noqa: BLE001 - the row keeps what it showed; the next refresh reads it again
+                continue
+        self.post_message(self.RowsRead(generation, rows, gone))
+
+    @on(RowsRead)
+    def _rows_read(self, message: RowsRead) -> None:
+        message.stop()
+        self._live_running = False
+        if message.generation == self.generation:
+            self.apply_rows(message.rows)
+            if message.gone:
+                self.reload()  # a session went away: positions shift, read the windows again
+                return
+        if self._live_pending:
+            self._start_live_read()
+
+    def apply_rows(self, rows: list[SessionSummary]) -> frozenset[str]:
+        """Replace loaded rows by id (same position); mark those whose summary changed. Returns the marked ids."""
+        fresh = {row.id: row for row in rows}
+        changed: set[str] = set()
+        for window in self._windows.values():
+            for i, old in enumerate(window):
+                new = fresh.get(old.id)
+                if new is not None and new != old:
+                    window[i] = new
+                    changed.add(old.id)
+        self.changed = changed
+        self._strips.clear()
+        self._strip_rows.clear()
+        if changed:
+            timer = self._mark_timer
+            if timer is not None:
+                timer.stop()  # type: ignore[attr-defined]
+            self._mark_timer = self.set_timer(MARK_HOLD_S, self.clear_marks)
+        self.refresh()
+        self.post_message(self.RowsUpdated(frozenset(changed)))
+        return frozenset(changed)
+
+    def clear_marks(self) -> None:
+        self._mark_timer = None
+        if self.changed:
+            self.changed = set()
+            self._strips.clear()
+            self._strip_rows.clear()
+            self.refresh()
 
     # --- geometry ---------------------------------------------------------------------------------------------
 
@@ -495,6 +615,7 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
                 run_waiting=part("session-list--run-waiting", partial=True),
                 pinned=part("session-list--pinned", partial=True),
                 placeholder=part("session-list--placeholder", partial=True),
+                changed=base + part("session-list--changed"),
             )
         return self._styles
 
@@ -526,6 +647,8 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
         row = self.row_at(index)
         is_cursor = index == self.cursor
         line_style = styles.cursor if is_cursor else base
+        if not is_cursor and row is not None and row.id in self.changed:
+            line_style = styles.changed
         if row is None:
             return Strip([Segment(fit("  …", width), line_style + styles.placeholder)])
         key = (row.id, row.last_active_at, is_cursor, width)
