@@ -66,7 +66,12 @@ class ActionSpec:
 
 _REGISTRY: dict[str, ActionSpec] = {}
 
-ACTION_MODULES: list[str] = ["tui.screens.transcript"]
+ACTION_MODULES: list[str] = [
+    "tui.screens.transcript",
+    "tui.screens.checkpoints",
+    "tui.widgets.checkpoint_list",
+    "tui.screens.runs",
+]
 """Modules that register more actions when imported (screens opened later). The app imports them in the
 background after the first paint, then checks the user's keymap against the complete registry."""
 
