@@ -139,6 +139,60 @@ async def test_n_and_p_jump_between_turns(demo_master: Path, demo_sessions: Demo
             assert view.cursor_item is not None and view.cursor_item.kind == "message"
 
 
+async def test_lines_wheel_and_pages_scroll_by_whole_lines(demo_master: Path, demo_sessions: DemoSessions) -> None:
+    """j/k move one line, the wheel three, a page the view's height less one: the text shifts exactly so."""
+    from textual import events
+
+    with open_session_dir(demo_master, OpenMode.SNAPSHOT) as sd:
+        app = TranscriptHost(sd, demo_sessions.long)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            view = _screen(app).transcript_view
+            height = view.size.height
+
+            async def shifted_by(action: object, lines: int) -> None:
+                before = screen_text(app).splitlines()
+                if isinstance(action, str):
+                    await pilot.press(action)
+                else:
+                    view.post_message(action)  # type: ignore[arg-type]
+                await settle(pilot)
+                after = screen_text(app).splitlines()
+                strip = [line[2:] for line in before]  # the gutter shows the cursor, which may move
+                assert [line[2:] for line in after][: height - lines] == strip[lines:] if lines > 0 else \
+                    [line[2:] for line in after][-lines:] == strip[: height + lines]
+
+            await shifted_by("j", 1)
+            await shifted_by("j", 1)
+            await shifted_by("k", -1)
+            await shifted_by(events.MouseScrollDown(view, 5, 5, 0, 1, 0, False, False, False), 3)
+            await shifted_by(events.MouseScrollUp(view, 5, 5, 0, -1, 0, False, False, False), -3)
+            await shifted_by("space", height - 1)
+            await shifted_by("pagedown", height - 1)
+            await shifted_by("b", -(height - 1))
+
+
+async def test_clicking_the_scrollbar_jumps_to_that_fraction(demo_master: Path, demo_sessions: DemoSessions) -> None:
+    with open_session_dir(demo_master, OpenMode.SNAPSHOT) as sd:
+        total = entries.row_count(sd, demo_sessions.long)
+        app = TranscriptHost(sd, demo_sessions.long)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await pilot.press("R")
+            await settle(pilot)
+            screen = _screen(app)
+            view = screen.raw_view
+            assert app.focused is view
+            await pilot.click(view, offset=(view.size.width - 1, view.size.height // 2))
+            await settle(pilot)
+            top = view.anchor_item
+            assert top is not None
+            rank = entries.row_count(sd, demo_sessions.long, before_seq=top.seq)
+            assert abs(rank / total - 0.5) < 0.05
+            thumb_top, thumb_bottom = view._thumb
+            assert thumb_top <= view.size.height // 2 <= thumb_bottom + 1
+
+
 async def test_paging_through_every_window_shows_each_row_once(demo_master: Path, demo_sessions: DemoSessions) -> None:
     """Page down to the end and back up in the raw view (the window is trimmed on the way): every row of the
     session appears, in order, and the window never holds a duplicate."""
@@ -160,7 +214,7 @@ async def test_paging_through_every_window_shows_each_row_once(demo_master: Path
                     if edge.key in {it.key for it in view.visible_items()} and (view.at_end if direction > 0 else view.at_start):
                         break
                     view.action_page(direction)
-                    if view.loading:
+                    if view.fetching:
                         await settle(pilot)
                 assert sorted(seen) == want
                 assert len(view.items) <= 600
@@ -182,7 +236,7 @@ async def test_replay_blocks_match_the_replay(demo_master: Path, demo_sessions: 
                 if view.at_end and view.visible_items()[-1].key == view.items[-1].key:
                     break
                 view.scroll_lines(7)
-                if view.loading:
+                if view.fetching:
                     await settle(pilot)
             assert seen == want
 
@@ -206,7 +260,7 @@ async def test_raw_view_shows_an_unparsable_row_with_its_parse_error(demo_dir: P
             assert "✗ 1 corrupt row" in str(screen.query_one("#transcript-title").render())
             await pilot.press("R")
             await settle(pilot)
-            assert screen.raw_mode
+            assert screen.raw_mode and app.focused is screen.raw_view
             await pilot.press("G")
             await settle(pilot)
             text = screen_text(app)

@@ -23,7 +23,7 @@ class DemoSessions:
     long: str              # the session with the most entry rows
     override: str          # a session with a content override
     skipped: str           # a session with a compaction whose first kept entry is missing
-    tool_error: str        # a session whose replay has a tool result with isError
+    tool_error: str        # a small session without markers whose replay has a tool result with isError
     all_ids: tuple[str, ...]
 
 
@@ -52,6 +52,7 @@ def find_demo_sessions(demo: Path) -> DemoSessions:
         tool_error = next(
             sid for sid in usable
             if any(m.message.is_error for m in entries.replay(sd, sid)) and plans[sid].total_rows < 60
+            and not plans[sid].compactions and not plans[sid].overrides
         )
     return DemoSessions(long=long, override=override, skipped=skipped, tool_error=tool_error, all_ids=tuple(ids))
 
@@ -78,7 +79,7 @@ async def settle(pilot: Pilot[object], rounds: int = 400) -> None:
             continue
         screen = app.screen
         if isinstance(screen, TranscriptScreen):
-            if (screen.facts is None and not screen.error) or screen.active_view.loading:
+            if (screen.facts is None and not screen.error) or screen.active_view.fetching:
                 continue
         await pilot.pause()
         return

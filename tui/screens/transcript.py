@@ -42,7 +42,7 @@ from tui.widgets.transcript_view import (
 )
 
 _A = actions.register
-_A(ActionSpec("transcript.raw", "toggle_raw", "R,tab", "Raw", "Switch between the replay and every raw entry row.", "transcript"))  # type: ignore[arg-type]
+_A(ActionSpec("transcript.raw", "toggle_raw", "R,tab", "Raw", "Switch between the replay and every raw entry row.", "transcript", key_display="R"))  # type: ignore[arg-type]
 _A(ActionSpec("transcript.next-turn", "next_turn", "n", "Next turn", "Jump to the next turn start.", "transcript"))  # type: ignore[arg-type]
 _A(ActionSpec("transcript.prev-turn", "prev_turn", "p", "Prev turn", "Jump to the previous turn start.", "transcript"))  # type: ignore[arg-type]
 _A(ActionSpec("transcript.next-marker", "next_marker", "right_square_bracket", "Next marker", "Jump to the next compaction or override.", "transcript", show=False, key_display="]"))  # type: ignore[arg-type]
@@ -291,7 +291,7 @@ class TranscriptScreen(Screen[None]):
             pct = 100 if view.at_end and self._shows_last(view) else int(100 * rank / max(1, total))
             noun = "row" if self.raw_mode else "replay row"
             parts.append(f"{noun} ~{int(rank):,} of {total:,} ({pct}%)")
-        if view.loading:
+        if view.fetching:
             parts.append("reading…")
         self.query_one("#transcript-status", Static).update("  ·  ".join(parts))
 

@@ -279,11 +279,12 @@ def message_lines(rm: ReplayMessage, width: int, pal: Palette, console: Console,
     lines = [_role_header(rm, width, pal, summary)]
     if rm.overridden:
         why = clean(rm.override_reason) if rm.override_reason else "no reason given"
+        lines.extend(wrap(_text(f"reason: {why}", pal.override, pal.base), width, console, Text("  ", style=pal.base)))
         if rm.original is not None:
             lines.append(_text("  original (replaced; kept for audit):", pal.override, pal.base))
             lines.extend(_content_lines(rm.original, width, pal, console,
                                         style=Style(dim=True, strike=True), max_lines=MAX_OVERRIDE_ORIGINAL_LINES))
-        lines.append(_text(f"  replacement — {why}:", pal.override, pal.base))
+        lines.append(_text("  replacement (what the replay sends):", pal.override, pal.base))
     lines.extend(_content_lines(rm.message, width, pal, console))
     lines.append(Text(style=pal.base, end=""))
     return lines
@@ -318,13 +319,13 @@ def compaction_lines(c: CompactionInfo, width: int, pal: Palette, console: Conso
         left.append_text(right)
         left.truncate(width)
         out.append(left)
-    facts = [f"summarized {c.summarized_count:,} message{'s' if c.summarized_count != 1 else ''}"]
+    facts = [f"summarized {c.summarized_count:,} message{'s' if c.summarized_count != 1 else ''}"] if c.applied else []
     if c.tokens_before is not None:
         facts.append(f"{c.tokens_before:,} tokens before")
     if c.summary_version is not None:
         facts.append(f"summary v{c.summary_version}")
     if c.first_kept_entry_id:
-        facts.append(f"first kept entry {short_id(c.first_kept_entry_id)}")
+        facts.append(f"first kept entry {short_id(c.first_kept_entry_id)}{'' if c.applied else ' (missing)'}")
     else:
         facts.append("nothing kept before it")
     out.extend(wrap(_text(" · ".join(facts), pal.muted if c.applied else pal.warning, base), width, console,
@@ -348,8 +349,9 @@ def override_lines(o: OverrideMark, width: int, pal: Palette, console: Console) 
     left.truncate(width)
     why = clean(o.replacement.override_reason) if o.replacement.override_reason else "no reason given"
     out = [left]
-    out.extend(wrap(_text(f"replaces entry {short_id(o.target_entry_id)} — {why}; the original stays for audit",
+    out.extend(wrap(_text(f"replaces entry {short_id(o.target_entry_id)} (the original stays for audit)",
                           pal.muted, base), width, console, Text("  ", style=base)))
+    out.extend(wrap(_text(f"reason: {why}", pal.muted, base), width, console, Text("  ", style=base)))
     out.extend(wrap(_text("replacement:", pal.override, base), width, console, Text("  ", style=base)))
     shown, note = clip(clean(message_plain_text(o.replacement.message) or "(empty message)"),
                        max_lines=MAX_MARKER_SUMMARY_LINES, max_chars=2_000)
@@ -374,7 +376,7 @@ def turn_line(t: TurnMark, width: int, pal: Palette) -> Text:
 
 # ---------------------------------------------------------------------------------------------- raw rows
 
-RAW_COLUMNS = ((8, "seq"), (16, "id"), (14, "type"), (16, "parent"), (20, "timestamp"))
+RAW_COLUMNS = ((8, "seq"), (16, "id"), (21, "type"), (16, "parent"), (19, "timestamp"))
 
 
 def _cell(value: str, size: int, right: bool = False) -> str:
@@ -404,8 +406,8 @@ def compact_json(row: EntryRow) -> str:
 
 def row_lines(row: EntryRow, width: int, pal: Palette) -> list[Text]:
     cells = [
-        _cell(f"{row.seq:,}", 8, right=True), _cell(row.id, 16), _cell(row.type, 14),
-        _cell(row.parent_id or "—", 16), _cell(short_time(row.timestamp) if row.timestamp else "—", 20),
+        _cell(f"{row.seq:,}", 8, right=True), _cell(row.id, 16), _cell(row.type, 21),
+        _cell(row.parent_id or "—", 16), _cell(short_time(row.timestamp) if row.timestamp else "—", 19),
     ]
     prefix = " ".join(cells) + " "
     room = max(4, width - len(prefix))

@@ -406,7 +406,7 @@ class WindowedView(Widget, can_focus=True):
         return bool(self._items) and self._hi is None
 
     @property
-    def loading(self) -> bool:
+    def fetching(self) -> bool:
         return bool(self._pending)
 
     @property
@@ -685,7 +685,7 @@ class WindowedView(Widget, can_focus=True):
         if self._hi is None and shown[-1] == (last_i, self._height(last_i) - 1):
             r1 = float(total)
         size = max(1, min(height, round(height * max(0.0, r1 - r0) / total)))
-        top = height - size if r1 >= total else min(height - size, max(0, round(height * r0 / total)))
+        top = height - size if r1 >= total else min(height - size, max(0, round((height - size) * r0 / total)))
         return top, top + size
 
     def _changed(self) -> None:
@@ -925,7 +925,8 @@ class WindowedView(Widget, can_focus=True):
             return
         x, y = offset
         if x >= self.size.width - SCROLLBAR and self._source is not None and self.size.height:
-            self._jump_to_fraction(y / max(1, self.size.height - 1))
+            top, bottom = self._thumb
+            self._jump_to_fraction(y / max(1, self.size.height - max(1, bottom - top)))
             return
         layout = self._get_layout()
         if 0 <= y < len(layout) and layout[y][0] >= 0:
