@@ -237,9 +237,9 @@ def _content_lines(m: Message, width: int, pal: Palette, console: Console, *, st
     text_style = style or Style()
     out: list[Text] = []
 
-    def add_text(s: str, st: Style, prefix: str = "  ", limit: int = max_lines) -> None:
+    def add_text(s: str, st: Style, prefix: str = "  ", limit: int = max_lines, prefix_style: Style | None = None) -> None:
         shown, note = clip(clean(s), max_lines=limit)
-        out.extend(wrap(_text(shown, st, base), width, console, Text(prefix, style=base)))
+        out.extend(wrap(_text(shown, st, base), width, console, _text(prefix, prefix_style or Style(), base)))
         if note:
             out.append(_text(prefix + note, pal.muted, base))
 
@@ -249,7 +249,7 @@ def _content_lines(m: Message, width: int, pal: Palette, console: Console, *, st
                 add_text(block.text, text_style)
         elif block.type == "thinking":
             out.append(_text("  ┊ thinking", pal.thinking, base))
-            add_text(block.text or "(empty)", pal.thinking, prefix="  ┊ ")
+            add_text(block.text or "(empty)", pal.thinking, prefix="  ┊ ", prefix_style=pal.thinking)
         elif block.type == "toolCall" and block.tool_call is not None:
             call = block.tool_call
             head = Text(style=base, end="")
@@ -331,7 +331,7 @@ def compaction_lines(c: CompactionInfo, width: int, pal: Palette, console: Conso
     out.extend(wrap(_text(" · ".join(facts), pal.muted if c.applied else pal.warning, base), width, console,
                     Text("  ", style=base)))
     shown, note = clip(clean(c.summary or "(empty summary)"), max_lines=MAX_MARKER_SUMMARY_LINES, max_chars=2_000)
-    out.extend(wrap(_text(shown, Style(italic=True), base), width, console, Text("  │ ", style=pal.marker)))
+    out.extend(wrap(_text(shown, Style(italic=True), base), width, console, _text("  │ ", pal.marker, base)))
     if note:
         out.append(_text("  │ " + note, pal.muted, base))
     out.append(Text(style=base, end=""))
@@ -355,7 +355,7 @@ def override_lines(o: OverrideMark, width: int, pal: Palette, console: Console) 
     out.extend(wrap(_text("replacement:", pal.override, base), width, console, Text("  ", style=base)))
     shown, note = clip(clean(message_plain_text(o.replacement.message) or "(empty message)"),
                        max_lines=MAX_MARKER_SUMMARY_LINES, max_chars=2_000)
-    out.extend(wrap(_text(shown, Style(), base), width, console, Text("  │ ", style=pal.override)))
+    out.extend(wrap(_text(shown, Style(), base), width, console, _text("  │ ", pal.override, base)))
     if note:
         out.append(_text("  │ " + note, pal.muted, base))
     out.append(Text(style=base, end=""))
