@@ -267,7 +267,7 @@ class RunsScreen(Screen[None]):
         if orphans:
             parts.append(f"{orphans:,} orphaned")
         if not self.scope.orphaned_only:
-            recent = len(lst.recent_rows)
+            recent = len(lst.recent_rows) + len(lst.active_rows) - active
             more = " of >" + f"{recent:,}" if lst.capped else ("+" if lst.has_more else "")
             parts.append(f"{recent:,}{more} recent")
         self.query_one(StatusBar).count = " · ".join(parts)

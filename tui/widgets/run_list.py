@@ -164,16 +164,16 @@ class RunRow:
         return one_line(self.title) if self.title else self.session_id[:8]
 
     def facts(self) -> tuple[object, ...]:
-        """What the row shows from the database (compared to decide whether a re-read changed the row)."""
+        """What the row shows from the database, to decide whether a re-read changed it. A heartbeat (a later
+        ``expires_at`` of the same lease) is not a change: the countdown shows it without a mark."""
         ls = self.listing
         lease = ls.lease if lease_applies(ls) else None
         rec = ls.recovery
         ex = ls.execution
         return (
-            ls.run.status, ls.run.updated_at, ls.run.error, ex.state if ex else "", ex.reason if ex else "",
-            (lease.owner_instance_id, lease.epoch, lease.state, lease.expires_at, lease.purpose, lease.run_id)
-            if lease else None,
-            (rec.state, rec.attempt, rec.next_retry_at, rec.updated_at) if rec else None,
+            ls.run.status, ls.run.error, ex.state if ex else "",
+            (lease.owner_instance_id, lease.epoch, lease.state, lease.purpose, lease.run_id) if lease else None,
+            (rec.state, rec.attempt, rec.next_retry_at) if rec else None,
             self.title,
         )
 

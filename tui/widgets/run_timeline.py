@@ -311,6 +311,8 @@ class RunTimeline(ScrollView, can_focus=True, inherit_bindings=False):
         last = self.events[-1].seq if self.events else 0
         rows = [ev for ev in message.rows if ev.seq > last]
         self.new_seqs = {ev.seq for ev in rows} if message.append else set()
+        # follow the tail while the last event is on screen; a reader scrolled back up is not moved
+        follow = message.append and bool(rows) and int(self.scroll_offset.y) + self._page_rows >= len(self.events)
         self.events.extend(rows)
         if len(self.events) > EVENT_CAP:
             del self.events[EVENT_CAP:]
@@ -318,6 +320,8 @@ class RunTimeline(ScrollView, can_focus=True, inherit_bindings=False):
         self.done = message.done
         self.loaded = True
         self._set_total()
+        if follow:
+            self.scroll_to(y=max(0, len(self.events) - self._page_rows), animate=False, immediate=True)
         self.refresh()
         if self._again or (message.append and not message.done):
             self._again = False
