@@ -8,7 +8,7 @@
 ``runs`` opens the directory read-only (unless ``--snapshot``). A repair opens it read-write by default and:
 
 * prints its preview (what exactly will change; ``--json``: the preview object);
-* ``--dry-run``: stops there, having changed nothing;
+* ``--dry-run``: stops there, having changed nothing (it opens the directory read-only: no byte changes);
 * without ``--yes`` asks ``Apply this repair? [y/N]`` on a terminal (default No) and refuses when standard input
   is not a terminal ("refused: confirmation needed; pass --yes");
 * applies it under a fenced lease (announcing it on the lease bus as a runtime would) and prints the result.
@@ -108,6 +108,12 @@ def _count(text: str) -> int:
 
 
 def _open(args: argparse.Namespace, default: OpenMode) -> SessionDir:
+    from tui import cli
+
+    return _open_mode(args, cli._mode(args, default=default))
+
+
+def _open_mode(args: argparse.Namespace, mode: OpenMode) -> SessionDir:
     from store.sessiondir import open_session_dir
     from tui import cli
 
@@ -116,7 +122,7 @@ def _open(args: argparse.Namespace, default: OpenMode) -> SessionDir:
         from store.paths import default_session_dir
 
         raise StoreError(f"no session directory at {default_session_dir()}; pass --dir or run `{cli.PROG} --demo`")
-    sd = open_session_dir(root, cli._mode(args, default=default))
+    sd = open_session_dir(root, mode)
     for notice in sd.notices:
         print(f"{cli.PROG}: note: {' '.join(notice.split())}", file=sys.stderr)
     return sd
@@ -293,15 +299,22 @@ def ask(prompt: str, stdin: TextIO, stderr: TextIO) -> bool | None:
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
+    from tui import cli
+
     out = sys.stdout
-    with _open(args, OpenMode.READ_WRITE) as sd:
+    asked = cli._mode(args, default=OpenMode.READ_WRITE)
+    # A dry run only reads: it opens the directory read-only, so not one byte (nor a -wal/-shm) changes.
+    mode = OpenMode.READ_ONLY if args.dry_run and not asked.is_read else asked
+    with _open_mode(args, mode) as sd:
         repair = _make(sd, args)
-        if not sd.writable and not args.dry_run:
+        if asked.is_read and not args.dry_run:
             raise ReadOnlyStore(f"refused: read-only: {sd.read_only_reason}; repairs are disabled.")
         preview = repair.preview()
         _print_preview(preview, args, out)
-        if not sd.writable:
+        if asked.is_read:
             raise ReadOnlyStore(f"refused: read-only: {sd.read_only_reason}; this repair cannot be applied here.")
+        if not sd.schema.writable:
+            raise ReadOnlyStore(f"refused: read-only: {sd.schema.notice}")
         if preview.refusal:
             raise RepairRefused(f"refused: {preview.refusal}")
         if args.dry_run:
