@@ -386,3 +386,116 @@ def test_run_row_facts_ignore_heartbeats() -> None:
     taken = RunRow(RunListing(run, replace(lease, epoch=4, owner_instance_id="pid-2-b"), None, None))
     assert row.facts() == renewed.facts(), "a heartbeat is not a change to mark"
     assert row.facts() != taken.facts()
+
+
+# --- the operator's story, against a real runtime process ---------------------------------------------------------
+
+
+class Simulator:
+    """``python -m store.simulator`` as its own OS process; its JSON lines are collected on a thread."""
+
+    def __init__(self, folder: Path, session_id: str, *, ttl: int) -> None:
+        import os
+        import subprocess
+        import sys
+        import threading
+
+        repo = Path(__file__).resolve().parents[2]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "store.simulator", "--dir", str(folder), "--session", session_id, "--create",
+             "--ttl", str(ttl), "--heartbeat", "0.4", "--steps", "100000", "--append-interval", "0.3"],
+            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, "PYTHONPATH": str(repo)},
+        )
+        self.events: list[dict[str, object]] = []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                self.events.append(json.loads(line))
+            except ValueError:
+                self.events.append({"event": "text", "line": line})
+
+    def first(self, name: str) -> dict[str, object] | None:
+        return next((e for e in self.events if e.get("event") == name), None)
+
+    def kill(self) -> None:
+        import signal
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+
+async def test_operator_story_kill_the_runtime_then_recover(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+    import time
+
+    from store.sessiondir import open_session_dir
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("0.0.0.0", 0))
+        monkeypatch.setenv("MOTHX_RUNTIME_BUS_PORT", str(s.getsockname()[1]))
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    open_session_dir(folder, OpenMode.READ_WRITE, create=True).close()
+    session = "5e55101100000001"
+    ttl = 2
+    sim = Simulator(folder, session, ttl=ttl)
+    try:
+        deadline = time.monotonic() + 30
+        while sim.first("run_created") is None:
+            assert sim.proc.poll() is None and time.monotonic() < deadline, sim.events
+            time.sleep(0.05)
+        created = sim.first("run_created")
+        run_id, pid = str(created["run"]), int(created["pid"])  # type: ignore[index]
+        app = SessionscopeApp(folder, OpenMode.READ_WRITE, live=True)
+        async with app.run_test(size=SIZE) as pilot:
+            screen = await open_runs(pilot)
+            lst = screen.query_one(RunList)
+            await wait_for(pilot, lambda: lst.row_of(run_id) is not None
+                           and lst.row_of(run_id).listing.state == "external", "the live run, owned by the simulator")
+            await select(pilot, screen, run_id)
+            # while the runtime lives, recovery is refused and the holder is named
+            await pilot.press("x")
+            await settle_runs(pilot)
+            assert not isinstance(app.screen, ConfirmDialog)
+            assert f"pid-{pid}-" in screen.last_error and f"pid {pid}" in screen.last_error, screen.last_error
+            assert db_rows(folder, "SELECT count(*) FROM session_run_recoveries") == [(0,)]
+            (epoch,) = db_rows(folder, "SELECT epoch FROM session_runtime_leases WHERE session_id = ?", (session,))[0]
+            # kill -9 mid-run: nothing is announced, the lease just stops being renewed
+            sim.kill()
+            killed = time.monotonic()
+            await wait_for(pilot, lambda: lst.row_of(run_id).listing.state == "orphaned",
+                           "the run to turn orphaned", deadline_s=ttl + 10)
+            assert time.monotonic() - killed < ttl + 10
+            await select(pilot, screen, run_id)
+            await pilot.press("x")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the recovery dialog")
+            await pilot.press("y")
+            await settle_runs(pilot)
+            assert screen.last_result is not None, screen.last_error
+            await wait_for(pilot, lambda: lst.row_of(run_id).listing.run.status == "failed", "the run to read failed")
+    finally:
+        sim.kill()
+
+    # the same rows the runtime's own recovery writes (reference 11.2)
+    assert db_rows(folder, "SELECT status, error FROM session_runs WHERE id = ?", (run_id,)) == [
+        ("failed", "execution owner lease expired while run was active")]
+    assert db_rows(folder, "SELECT event_type, source, status FROM session_run_events WHERE id = ?",
+                   (f"recovery_{run_id}_failed",)) == [("recovered", "agentruntime", "failed")]
+    assert db_rows(folder, "SELECT state, attempt, previous_lease_epoch, reason_code FROM session_run_recoveries "
+                           "WHERE run_id = ?", (run_id,)) == [("completed", 1, epoch, "owner_lost")]
+    turns = db_rows(folder, "SELECT status, end_seq FROM conversation_turns WHERE session_id = ?", (session,))
+    assert len(turns) == 1 and turns[0][0] == "failed"
+    assert db_rows(folder, "SELECT type FROM entries WHERE seq = ?", (turns[0][1],)) == [("turn_end",)]
+    assert db_rows(folder, "SELECT epoch, state, purpose FROM session_runtime_leases WHERE session_id = ?",
+                   (session,)) == [(epoch + 1, "released", "recovery")]
+    last: dict[str, str] = {}
+    for status, data in db_rows(folder, "SELECT status, data FROM session_run_events WHERE run_id = ? "
+                                        "AND event_type = 'approval_resolved' ORDER BY seq", (run_id,)):
+        last[json.loads(data)["decisionId"]] = status
+    assert "pending" not in last.values(), "an approval pending at the kill was cancelled by the recovery"
