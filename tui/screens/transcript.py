@@ -65,12 +65,19 @@ class SessionFacts:
     turns: list[tuple[int, str, str]]
     rows_before_window: int
     note: str = ""          # why some details are missing ("" when none)
+    turns_loaded: bool = False  # turn markers are read after the first page (16k turns take ~0.2 s)
 
 
 class FactsLoaded(Message):
     def __init__(self, facts: SessionFacts) -> None:
         super().__init__()
         self.facts = facts
+
+
+class TurnsLoaded(Message):
+    def __init__(self, turns: list[tuple[int, str, str]]) -> None:
+        super().__init__()
+        self.turns = turns
 
 
 class PlanVerified(Message):
@@ -149,6 +156,7 @@ class TranscriptScreen(Screen[None]):
         self.error = ""
         self.raw_mode = False
         self._raw_started = False
+        self._background_started = False
 
     # --- layout -----------------------------------------------------------------------------------------------
 
@@ -201,7 +209,6 @@ class TranscriptScreen(Screen[None]):
             plan = entries.replay_plan(sd, session_id)
             if note and plan.total_rows == 0:
                 raise SessionNotFound(f"No session has the id {session_id!r}.")
-            turns = entries.turn_markers(sd, session_id)
             before = entries.row_count(sd, session_id, before_seq=plan.window_start_seq) if plan.window_start_seq else 0
         except StoreError as exc:
             self.post_message(FactsFailed(str(exc)))
@@ -211,7 +218,7 @@ class TranscriptScreen(Screen[None]):
             return
         self.post_message(FactsLoaded(SessionFacts(
             session_id=session_id, title=title, cwd=cwd, channel=channel, message_count=count, plan=plan,
-            turns=turns, rows_before_window=before, note=note,
+            turns=[], rows_before_window=before, note=note,
         )))
 
     @on(FactsLoaded)
@@ -223,8 +230,33 @@ class TranscriptScreen(Screen[None]):
         self.transcript_view.set_source(TranscriptSource(self.sd, f.plan, f.turns, base_rows=f.rows_before_window))
         if self.raw_mode:
             self._start_raw()
+        self._background_started = False  # turns and the verify pass start once the first page is up
+
+    def _start_background_reads(self) -> None:
+        f = self.facts
+        if f is None or self._background_started:
+            return
+        self._background_started = True
+        self._load_turns(self.sd, f.session_id)
         if not f.plan.counts_verified:
             self._verify_plan(self.sd, f.session_id)
+
+    @work(thread=True, exclusive=True, group="transcript-turns", exit_on_error=False, description="Read turn markers")
+    def _load_turns(self, sd: SessionDir, session_id: str) -> None:
+        try:
+            turns = entries.turn_markers(sd, session_id)
+        except Exception as exc:  # noqa: BLE001 - turns are optional: the replay still shows
+            self.app.call_from_thread(self.notify, f"Turn markers could not be read: {exc}", severity="warning")
+            return
+        self.post_message(TurnsLoaded(turns))
+
+    @on(TurnsLoaded)
+    def _turns_loaded(self, message: TurnsLoaded) -> None:
+        f = self.facts
+        if f is None:
+            return
+        self.facts = f = replace(f, turns=message.turns, turns_loaded=True)
+        self.transcript_view.swap_source(TranscriptSource(self.sd, f.plan, f.turns, base_rows=f.rows_before_window))
 
     @work(thread=True, exclusive=True, group="transcript-verify", exit_on_error=False, description="Count corrupt rows")
     def _verify_plan(self, sd: SessionDir, session_id: str) -> None:
@@ -265,6 +297,7 @@ class TranscriptScreen(Screen[None]):
     @on(WindowedView.Failed)
     def _view_failed(self, message: WindowedView.Failed) -> None:
         self.notify(message.text, title="Cannot read entries", severity="error")
+        self._start_background_reads()
 
     def _start_raw(self) -> None:
         if self._raw_started or self.facts is None:
@@ -276,6 +309,8 @@ class TranscriptScreen(Screen[None]):
 
     @on(WindowedView.Moved)
     def _moved(self, message: WindowedView.Moved) -> None:
+        if message.view is self.transcript_view and message.view.items and not self._background_started:
+            self.call_after_refresh(self._start_background_reads)  # after the first page is painted
         if message.view is self.active_view:
             self._show_status()
 
@@ -317,6 +352,7 @@ class TranscriptScreen(Screen[None]):
     def _turn_starts(self) -> list[int]:
         if self.facts is None:
             return []
+
         start = 0 if self.raw_mode else self.facts.plan.window_start_seq
         return [seq for seq, kind, _ in self.facts.turns if kind == "turn_start" and seq >= start]
 
@@ -355,11 +391,19 @@ class TranscriptScreen(Screen[None]):
             return
         self.active_view.jump_to_seq(target)
 
+    def _turns_ready(self) -> bool:
+        if self.facts is not None and not self.facts.turns_loaded:
+            self.notify("Turn markers are still being read.", timeout=2)
+            return False
+        return True
+
     def action_next_turn(self) -> None:
-        self._jump(self._turn_starts(), True, "turn")
+        if self._turns_ready():
+            self._jump(self._turn_starts(), True, "turn")
 
     def action_prev_turn(self) -> None:
-        self._jump(self._turn_starts(), False, "turn")
+        if self._turns_ready():
+            self._jump(self._turn_starts(), False, "turn")
 
     def action_next_marker(self) -> None:
         self._jump(self._marker_seqs(), True, "compaction or override")

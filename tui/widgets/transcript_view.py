@@ -123,6 +123,10 @@ class WindowSource(ABC):
     def seq_at_rank(self, rank: int) -> int | None:
         """The seq of the row at position ``rank``, or None when there are no rows."""
 
+    def markers_between(self, lo: int | None, hi: int | None) -> list[ViewItem]:
+        """Body markers with ``lo <= seq <= hi`` (None: unbounded); none by default."""
+        return []
+
     def around(self, seq: int) -> Chunk:
         back = self.before(seq)
         ahead = self.after(seq - 1)
@@ -218,7 +222,7 @@ class TranscriptSource(_RankMixin, WindowSource):
         self.markers = tuple(markers)
         self._marker_seqs = [m.seq for m in markers]
 
-    def _markers(self, lo: int | None, hi: int | None) -> list[ViewItem]:
+    def markers_between(self, lo: int | None, hi: int | None) -> list[ViewItem]:
         """Markers with ``lo <= seq <= hi`` (None: unbounded)."""
         i = 0 if lo is None else bisect.bisect_left(self._marker_seqs, lo)
         j = len(self.markers) if hi is None else bisect.bisect_right(self._marker_seqs, hi)
@@ -233,7 +237,7 @@ class TranscriptSource(_RankMixin, WindowSource):
 
     def _chunk(self, msgs: list[ReplayMessage], lo: int | None, hi: int | None, n: int) -> Chunk:
         body = [ViewItem((SECTION_BODY, m.seq), "message", m) for m in msgs]
-        body += self._markers(lo, hi)
+        body += self.markers_between(lo, hi)
         body.sort(key=lambda it: it.key)
         if body:
             s0, s1 = body[0].seq, body[-1].seq
@@ -461,6 +465,32 @@ class WindowedView(Widget, can_focus=True):
         self._text = text
         self._changed()
 
+    def swap_source(self, source: WindowSource) -> None:
+        """Read from ``source`` from now on, keeping the window, the place and any read in flight: the markers
+        the new source knows (turns read after the first page) are merged into the loaded window, and into
+        every page that still arrives from the old source."""
+        self._source = source
+        self._merge_markers()
+        self._changed()
+
+    def _merge_markers(self) -> None:
+        """Add the source's markers that fall inside the window's seq coverage and are not there yet."""
+        if self._source is None or not self._items:
+            return
+        known = set(self._keys)
+        extra = [m for m in self._source.markers_between(self._lo, self._hi) if m.key not in known]
+        if not extra:
+            return
+        merged = sorted(self._items + extra, key=lambda it: it.key)
+        rank = 0.0
+        for i, it in enumerate(merged):
+            if it.key in known:
+                rank = it.rank
+            else:
+                merged[i] = ViewItem(it.key, it.kind, it.payload, rank)
+        self._items = merged
+        self._rekey()
+
     def _replace(self, target: JumpTarget) -> None:
         self._generation += 1
         self._pending.clear()
@@ -527,6 +557,7 @@ class WindowedView(Widget, can_focus=True):
             self._lo = chunk.lo
             self._rekey()
             self._trim_back()
+        self._merge_markers()
         self._apply_pending()
         self._changed()
 
