@@ -309,13 +309,13 @@ class WindowedView(Widget, can_focus=True):
     WindowedView > .windowed-view--assistant { color: $success; text-style: bold; }
     WindowedView > .windowed-view--tool { color: $secondary; }
     WindowedView > .windowed-view--error { color: $error; text-style: bold; }
-    WindowedView > .windowed-view--thinking { color: $text-muted; text-style: italic; }
+    WindowedView > .windowed-view--thinking { color: $foreground-muted; text-style: italic; }
     WindowedView > .windowed-view--marker { color: $warning; }
     WindowedView > .windowed-view--warning { color: $warning; text-style: bold; }
-    WindowedView > .windowed-view--muted { color: $text-muted; }
+    WindowedView > .windowed-view--muted { color: $foreground-muted; }
     WindowedView > .windowed-view--override { color: $primary; text-style: bold; }
     WindowedView > .windowed-view--system { color: $warning-darken-1; }
-    WindowedView > .windowed-view--turn { color: $text-disabled; }
+    WindowedView > .windowed-view--turn { color: $foreground-muted; text-style: dim; }
     WindowedView > .windowed-view--cursor { color: $accent; background: $boost; }
     WindowedView > .windowed-view--scrollbar { color: $scrollbar-background; background: $scrollbar-background; }
     WindowedView > .windowed-view--scrollbar-thumb { color: $scrollbar; background: $scrollbar; }
