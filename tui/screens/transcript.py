@@ -30,7 +30,7 @@ from tui.actions import ActionSpec
 from tui.formatting import tildify
 from tui.widgets.export_dialog import ExportDialog, ExportRequest, inside
 from tui.widgets.header import AppHeader
-from tui.widgets.transcript_blocks import RAW_COLUMNS, item_copy_text, raw_header
+from tui.widgets.transcript_blocks import item_copy_text, raw_header
 from tui.widgets.transcript_view import (
     GUTTER,
     JumpTarget,
@@ -462,4 +462,4 @@ class TranscriptScreen(Screen[None]):
                         title="Export")
 
 
-__all__ = ["RAW_COLUMNS", "SessionFacts", "TranscriptScreen", "title_text"]
+__all__ = ["SessionFacts", "TranscriptScreen", "title_text"]
