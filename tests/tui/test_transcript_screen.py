@@ -16,6 +16,7 @@ from tests.tui.transcript_support import (
     DemoSessions,
     TranscriptHost,
     find_demo_sessions,
+    open_from_sessions_list,
     screen_text,
     settle,
 )
@@ -433,3 +434,31 @@ async def test_every_open_mode_shows_the_same_and_read_modes_write_nothing(
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             assert screen_text(app) == first_screen
+
+
+async def test_opened_from_the_sessions_list_and_esc_goes_back(demo_master: Path, demo_sessions: DemoSessions) -> None:
+    from tui.app import SessionscopeApp
+    from tui.screens.sessions import SessionsScreen
+
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_from_sessions_list(pilot, demo_sessions.override)
+        screen = _screen(app)  # type: ignore[arg-type]
+        assert screen.facts is not None and screen.facts.session_id == demo_sessions.override
+        assert app.focused is screen.transcript_view
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, SessionsScreen)
+
+
+async def test_an_empty_replay_says_so(demo_master: Path, demo_sessions: DemoSessions) -> None:
+    with open_session_dir(demo_master, OpenMode.SNAPSHOT) as sd:
+        empty = next(sid for sid in demo_sessions.all_ids
+                     if entries.replay_plan(sd, sid).message_rows == 0 and entries.replay_plan(sd, sid).summary is None)
+        app = TranscriptHost(sd, empty)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            assert "The replay holds no messages" in screen_text(app).splitlines()[0]
+            await pilot.press("R")
+            await settle(pilot)
+            assert _screen(app).raw_view.items

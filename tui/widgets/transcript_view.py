@@ -110,6 +110,7 @@ class WindowedView(Widget, can_focus=True):
     WindowedView:focus > .windowed-view--scrollbar-thumb { color: $scrollbar-hover; background: $scrollbar-hover; }
     """
 
+    EMPTY_TEXT: ClassVar[str] = "No entries."
     BINDINGS: ClassVar = actions.bindings("transcript-view")
     HELP_TITLE: ClassVar[str] = "Transcript view"
 
@@ -328,7 +329,7 @@ class WindowedView(Widget, can_focus=True):
             self._rekey()
             self._place(event.target or JumpTarget("start"))
             if not self._items:
-                self._text = "No entries."
+                self._text = self.EMPTY_TEXT
         elif event.direction == "after":
             if event.edge != self._hi or self._hi is None or not self._items:
                 self._changed()
@@ -781,6 +782,8 @@ class WindowedView(Widget, can_focus=True):
 class TranscriptView(WindowedView):
     """The replay of one session as message blocks, with compaction, override and turn markers."""
 
+    EMPTY_TEXT: ClassVar[str] = "The replay holds no messages. R shows the session's raw entry rows."
+
     def markers_of(self, kinds: set[str]) -> list[int]:
         """Seqs of the source's markers of these kinds (for n/p and [/] navigation)."""
         src = self._source
@@ -791,6 +794,8 @@ class TranscriptView(WindowedView):
 
 class RawEntriesView(WindowedView):
     """Every entry row of the session in seq order; unparsable rows in red with their parse error."""
+
+    EMPTY_TEXT: ClassVar[str] = "The session has no entry rows."
 
 
 __all__ = [
