@@ -26,25 +26,23 @@ from typing import TYPE_CHECKING, ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
-from textual.widgets import Button, SelectionList, Static
-from textual.widgets.selection_list import Selection
 
 from tui import actions
 from tui.actions import ActionSpec
 from tui.formatting import describe_error
 from tui.live import LiveChanged
-from tui.widgets.confirm import ConfirmDialog, ConfirmRequest
 from tui.widgets.header import AppHeader
 from tui.widgets.keybar import KeyBar
-from tui.widgets.run_list import RunList, RunRow, RunScope, is_orphan
+from tui.widgets.run_list import RunList, RunRow, RunScope, RunsPage, is_orphan
 from tui.widgets.run_timeline import RunFacts, RunTimeline
 from tui.widgets.statusbar import StatusBar
 
 if TYPE_CHECKING:
+    from textual.widgets import Button
+
     from store.recovery import InterruptedTools
     from store.repairs import Repair, RepairPreview, RepairResult
     from store.sessiondir import SessionDir
@@ -73,6 +71,7 @@ _A(ActionSpec("pick.toggle-all", "toggle_all", "ctrl+a", "All/none", "Select eve
 _A(ActionSpec("pick.preview", "preview", "p", "Preview", "Preview abandoning the selected calls.", "tool-pick"))
 _A(ActionSpec("pick.cancel", "cancel", "escape", "Cancel", "Close without changing anything.", "tool-pick"))
 del _A
+WRITE_ACTIONS = frozenset(spec.action for spec in actions.in_scope("runs") if spec.writes)
 actions.SCOPE_TITLES.setdefault("runs", "Runs screen")
 actions.SCOPE_TITLES.setdefault("tool-pick", "Pick tool calls")
 
@@ -146,6 +145,11 @@ class ToolPickDialog(ModalScreen[list[str] | None]):
         self.tools = tools
 
     def compose(self) -> ComposeResult:
+        # imported here: the picker is rare, and the Runs screen's first paint should not wait for these
+        from textual.containers import Horizontal, Vertical
+        from textual.widgets import Button, SelectionList, Static
+        from textual.widgets.selection_list import Selection
+
         tools = self.tools
         with Vertical(id="pick-box") as box:
             box.border_title = f"Interrupted tool calls of session {tools.session_id}"
@@ -166,6 +170,8 @@ class ToolPickDialog(ModalScreen[list[str] | None]):
                 yield Button("Preview (p)", id="pick-preview", variant="warning")
 
     def action_toggle_all(self) -> None:
+        from textual.widgets import SelectionList
+
         pick = self.query_one("#pick-list", SelectionList)
         if pick.selected:
             pick.deselect_all()
@@ -173,6 +179,8 @@ class ToolPickDialog(ModalScreen[list[str] | None]):
             pick.select_all()
 
     def action_preview(self) -> None:
+        from textual.widgets import SelectionList, Static
+
         chosen = list(self.query_one("#pick-list", SelectionList).selected)
         if not chosen:
             self.app.bell()
@@ -183,13 +191,11 @@ class ToolPickDialog(ModalScreen[list[str] | None]):
     def action_cancel(self) -> None:
         self.dismiss(None)
 
-    @on(Button.Pressed, "#pick-cancel")
-    def _cancel(self) -> None:
-        self.action_cancel()
-
-    @on(Button.Pressed, "#pick-preview")
-    def _preview(self) -> None:
-        self.action_preview()
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "pick-cancel":
+            self.action_cancel()
+        elif event.button.id == "pick-preview":
+            self.action_preview()
 
 
 # --- the screen --------------------------------------------------------------------------------------------------
@@ -231,9 +237,10 @@ class RunsScreen(Screen[None]):
             self.attach(sd)
         self._tick = self.set_interval(TICK_S, self._on_tick)
 
-    def attach(self, sd: SessionDir) -> None:
+    def attach(self, sd: SessionDir, first_page: RunsPage | None = None) -> None:
+        """Show the runs of ``sd``; ``first_page`` is the first read of this screen's scope, when done already."""
         self.sd = sd
-        self.query_one(RunList).show(sd, self.scope)
+        self.query_one(RunList).show(sd, self.scope, first_page=first_page)
 
     # --- helpers ----------------------------------------------------------------------------------------------
 
@@ -362,6 +369,8 @@ class RunsScreen(Screen[None]):
     # --- actions ----------------------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action not in WRITE_ACTIONS:
+            return True
         sd = self.sd or getattr(self.app, "sd", None)
         return actions.check_write(action, sd is not None and sd.writable)
 
@@ -462,6 +471,8 @@ class RunsScreen(Screen[None]):
             self._busy = False
             self._report_refusal(message.job, f"Refused: {preview.refusal}")
             return
+        from tui.widgets.confirm import ConfirmDialog, ConfirmRequest
+
         changes = len(preview.changes)
         request = ConfirmRequest(
             title=preview.title,

@@ -49,6 +49,9 @@ ACTIVE_CAP = 1000
 PAGE = 200
 """Recent runs per keyset read."""
 
+FIRST_PAGE = 80
+"""Recent runs in the first read (a few screens' worth: the first paint waits for it; the rest follows in PAGEs)."""
+
 RECENT_CAP = 2000
 """Recent runs kept on screen at most; beyond it the status line says "2,000 of >2,000"."""
 
@@ -222,10 +225,14 @@ def read_runs_page(
     after: RunCursor | None = None,
     first: bool = True,
     known_titles: dict[str, str] | None = None,
-    page: int = PAGE,
+    page: int | None = None,
 ) -> RunsPage:
-    """The active runs (when ``first``) and the next ``page`` recent terminal runs after ``after``."""
+    """The active runs (when ``first``) and the next ``page`` recent terminal runs after ``after`` (default
+    :data:`FIRST_PAGE` for the first read, else :data:`PAGE`)."""
     from store.runs import list_runs
+
+    if page is None:
+        page = FIRST_PAGE if first else PAGE
 
     me = local_instance_id()
     active: list[RunListing] | None = None
@@ -470,8 +477,12 @@ class RunList(ScrollView, can_focus=True, inherit_bindings=False):
             return time.time()
         return float(clock())
 
-    def show(self, sd: SessionDir, scope: RunScope, *, keep_position: bool = False) -> None:
-        """(Re)read the runs of ``scope``. ``keep_position`` keeps the cursor on the same run (a refresh)."""
+    def show(self, sd: SessionDir, scope: RunScope, *, keep_position: bool = False,
+             first_page: RunsPage | None = None) -> None:
+        """(Re)read the runs of ``scope``. ``keep_position`` keeps the cursor on the same run (a refresh).
+
+        ``first_page`` is the first read of ``scope`` done already (while the app started): it is applied as if
+        it had just arrived, and nothing is read now."""
         self.sd = sd
         self.scope = scope
         self.generation += 1
@@ -482,6 +493,10 @@ class RunList(ScrollView, can_focus=True, inherit_bindings=False):
             self.loaded = False
             self.cursor = 0
             self.scroll_to(y=0, animate=False, immediate=True)
+        if first_page is not None:
+            titles = {row.session_id: row.title for row in (*(first_page.active or ()), *first_page.recent)}
+            self._loaded(RunsLoaded(self.generation, first_page, True, titles))
+            return
         self._read(sd, scope, self.generation, None, True, dict(self.titles))
         self.refresh()
 
