@@ -499,3 +499,34 @@ async def test_operator_story_kill_the_runtime_then_recover(tmp_path: Path, monk
                                         "AND event_type = 'approval_resolved' ORDER BY seq", (run_id,)):
         last[json.loads(data)["decisionId"]] = status
     assert "pending" not in last.values(), "an approval pending at the kill was cancelled by the recovery"
+
+
+# --- keys ------------------------------------------------------------------------------------------------------------
+
+
+def test_every_runs_binding_has_an_id_a_tooltip_and_repairs_never_confirm() -> None:
+    from tui import actions
+    from tui.screens.runs import WRITE_ACTIONS
+    from tui.widgets.confirm import confirm_keys
+
+    for owner in (RunsScreen, RunList, RunTimeline, ToolPickDialog):
+        for binding in owner.BINDINGS:
+            assert binding.id and binding.tooltip, f"{owner.__name__}: {binding.key}"
+    repairs = [spec for spec in actions.in_scope("runs") if spec.writes]
+    assert {spec.action for spec in repairs} == set(WRITE_ACTIONS) == {"recover_run", "abandon_tools", "release_lease"}
+    for spec in repairs:
+        assert not set(spec.key.split(",")) & set(confirm_keys()), f"{spec.id} opens with the confirm key"
+
+
+async def test_help_on_the_runs_screen_lists_its_repairs(demo_master: Path) -> None:
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT, clock=lambda: DEMO_NOW_UNIX)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_runs(pilot)
+        from tui.screens.help import HelpScreen, collect_help
+
+        groups = collect_help(app.screen)
+        ids = {row.action_id for group in groups for row in group.rows}
+        assert {"runs.recover", "runs.abandon-tools", "runs.release-lease", "runs.orphaned", "runs-list.open"} <= ids
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
