@@ -312,7 +312,11 @@ class RunTimeline(ScrollView, can_focus=True, inherit_bindings=False):
         rows = [ev for ev in message.rows if ev.seq > last]
         self.new_seqs = {ev.seq for ev in rows} if message.append else set()
         # follow the tail while the last event is on screen; a reader scrolled back up is not moved
-        follow = message.append and bool(rows) and int(self.scroll_offset.y) + self._page_rows >= len(self.events)
+        follow = bool(rows) and int(self.scroll_offset.y) + self._page_rows >= len(self.events)
+        if not message.append:
+            # the first read: show the newest events when the whole timeline is in (one page); a longer one is
+            # read on from its start as the reader scrolls
+            follow = message.done and not self.events
         self.events.extend(rows)
         if len(self.events) > EVENT_CAP:
             del self.events[EVENT_CAP:]
@@ -321,7 +325,8 @@ class RunTimeline(ScrollView, can_focus=True, inherit_bindings=False):
         self.loaded = True
         self._set_total()
         if follow:
-            self.scroll_to(y=max(0, len(self.events) - self._page_rows), animate=False, immediate=True)
+            self._show_tail()
+            self.call_after_refresh(self._show_tail)  # again once the new virtual size is laid out
         self.refresh()
         if self._again or (message.append and not message.done):
             self._again = False
@@ -347,6 +352,9 @@ class RunTimeline(ScrollView, can_focus=True, inherit_bindings=False):
         self._reading = True
         last = self.events[-1].seq if self.events else 0
         self._read(self.sd, self.run_id, self.generation, last, False)
+
+    def _show_tail(self) -> None:
+        self.scroll_to(y=max(0, len(self.events) - self._page_rows), animate=False, immediate=True)
 
     # --- geometry ---------------------------------------------------------------------------------------------
 
