@@ -462,3 +462,29 @@ async def test_an_empty_replay_says_so(demo_master: Path, demo_sessions: DemoSes
             await pilot.press("R")
             await settle(pilot)
             assert _screen(app).raw_view.items
+
+
+async def test_keys_are_remapped_by_id(demo_master: Path, demo_sessions: DemoSessions,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The screen's and the view's bindings carry registry ids, so a user keymap can move them."""
+    import pyperclip
+
+    from tui import actions
+    from tui.screens import transcript_actions  # noqa: F401
+
+    loaded = actions.parse_keymap('[keymap]\n"transcript.copy" = "c"\n"transcript-view.last" = "L"\n')
+    assert loaded.problems == () and loaded.keymap == {"transcript.copy": "c", "transcript-view.last": "L"}
+    copied: list[str] = []
+    monkeypatch.setattr(pyperclip, "copy", copied.append)
+    with open_session_dir(demo_master, OpenMode.SNAPSHOT) as sd:
+        app = TranscriptHost(sd, demo_sessions.long)
+        async with app.run_test(size=SIZE) as pilot:
+            app.set_keymap(loaded.keymap)
+            await settle(pilot)
+            view = _screen(app).transcript_view
+            await pilot.press("L")
+            await settle(pilot)
+            assert view.at_end and view.visible_items()[-1].key == view.items[-1].key
+            await pilot.press("c")
+            await pilot.pause()
+            assert len(copied) == 1

@@ -26,7 +26,7 @@ from store.entries import ReplayPlan
 from store.errors import StoreError
 from store.sessiondir import SessionDir
 from tui import actions
-from tui.actions import ActionSpec
+from tui.screens import transcript_actions  # noqa: F401 - registers the keys below
 from tui.formatting import tildify
 from tui.widgets.export_dialog import ExportDialog, ExportRequest, inside
 from tui.widgets.header import AppHeader
@@ -41,15 +41,6 @@ from tui.widgets.transcript_view import (
     WindowedView,
 )
 
-_A = actions.register
-_A(ActionSpec("transcript.raw", "toggle_raw", "R,tab", "Raw", "Switch between the replay and every raw entry row.", "transcript", key_display="R"))  # type: ignore[arg-type]
-_A(ActionSpec("transcript.next-turn", "next_turn", "n", "Next turn", "Jump to the next turn start.", "transcript"))  # type: ignore[arg-type]
-_A(ActionSpec("transcript.prev-turn", "prev_turn", "p", "Prev turn", "Jump to the previous turn start.", "transcript"))  # type: ignore[arg-type]
-_A(ActionSpec("transcript.next-marker", "next_marker", "right_square_bracket", "Next marker", "Jump to the next compaction or override.", "transcript", show=False, key_display="]"))  # type: ignore[arg-type]
-_A(ActionSpec("transcript.prev-marker", "prev_marker", "left_square_bracket", "Prev marker", "Jump to the previous compaction or override.", "transcript", show=False, key_display="["))  # type: ignore[arg-type]
-_A(ActionSpec("transcript.copy", "copy", "y", "Copy", "Copy the block under the cursor to the clipboard.", "transcript"))  # type: ignore[arg-type]
-_A(ActionSpec("transcript.export", "export", "e", "Export", "Write the transcript to a Markdown or JSON file outside the session directory.", "transcript"))  # type: ignore[arg-type]
-del _A
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from textual.widget import Widget
 
 from store.errors import StoreError
 from tui import actions
-from tui.actions import ActionSpec
+from tui.screens import transcript_actions  # noqa: F401 - registers the keys below
 from tui.widgets.transcript_blocks import SECTION_BODY, Palette, ViewItem, render_item
 from tui.widgets.transcript_sources import (
     BIG_SEQ,
@@ -62,16 +62,6 @@ SCROLLBAR = 1
 Position = tuple[int, int]   # (item index, line inside its block)
 
 
-_A = actions.register
-_A(ActionSpec("transcript-view.line-down", "scroll_lines(1)", "j", "Line down", "Scroll down one line.", "transcript-view", show=False, palette=False))  # type: ignore[arg-type]
-_A(ActionSpec("transcript-view.line-up", "scroll_lines(-1)", "k", "Line up", "Scroll up one line.", "transcript-view", show=False, palette=False))  # type: ignore[arg-type]
-_A(ActionSpec("transcript-view.next-block", "cursor(1)", "down", "Next block", "Move the cursor to the next block.", "transcript-view", show=False, palette=False))  # type: ignore[arg-type]
-_A(ActionSpec("transcript-view.prev-block", "cursor(-1)", "up", "Previous block", "Move the cursor to the previous block.", "transcript-view", show=False, palette=False))  # type: ignore[arg-type]
-_A(ActionSpec("transcript-view.page-down", "page(1)", "space,pagedown", "Page down", "Scroll down one screen.", "transcript-view", show=False, palette=False))  # type: ignore[arg-type]
-_A(ActionSpec("transcript-view.page-up", "page(-1)", "b,pageup", "Page up", "Scroll up one screen.", "transcript-view", show=False, palette=False))  # type: ignore[arg-type]
-_A(ActionSpec("transcript-view.first", "first", "g,home", "First", "Jump to the first entry.", "transcript-view"))  # type: ignore[arg-type]
-_A(ActionSpec("transcript-view.last", "last", "G,end", "Last", "Jump to the last entry.", "transcript-view"))  # type: ignore[arg-type]
-del _A
 
 
 # ---------------------------------------------------------------------------------------------- the view

@@ -1,0 +1,31 @@
+"""The Transcript screen's actions, registered in the one action registry (:mod:`tui.actions`).
+
+Kept apart from the screen so the registry can know these ids (for ``keymap.toml``, help and the palette)
+without importing the screen: this module imports nothing but :mod:`tui.actions`.
+"""
+
+from __future__ import annotations
+
+from tui import actions
+from tui.actions import ActionSpec
+
+# The transcript and raw-entries views (the focused widget)
+_A = actions.register
+_A(ActionSpec("transcript-view.line-down", "scroll_lines(1)", "j", "Line down", "Scroll down one line.", "transcript-view", show=False, palette=False))  # type: ignore[arg-type]
+_A(ActionSpec("transcript-view.line-up", "scroll_lines(-1)", "k", "Line up", "Scroll up one line.", "transcript-view", show=False, palette=False))  # type: ignore[arg-type]
+_A(ActionSpec("transcript-view.next-block", "cursor(1)", "down", "Next block", "Move the cursor to the next block.", "transcript-view", show=False, palette=False))  # type: ignore[arg-type]
+_A(ActionSpec("transcript-view.prev-block", "cursor(-1)", "up", "Previous block", "Move the cursor to the previous block.", "transcript-view", show=False, palette=False))  # type: ignore[arg-type]
+_A(ActionSpec("transcript-view.page-down", "page(1)", "space,pagedown", "Page down", "Scroll down one screen.", "transcript-view", show=False, palette=False))  # type: ignore[arg-type]
+_A(ActionSpec("transcript-view.page-up", "page(-1)", "b,pageup", "Page up", "Scroll up one screen.", "transcript-view", show=False, palette=False))  # type: ignore[arg-type]
+_A(ActionSpec("transcript-view.first", "first", "g,home", "First", "Jump to the first entry.", "transcript-view"))  # type: ignore[arg-type]
+_A(ActionSpec("transcript-view.last", "last", "G,end", "Last", "Jump to the last entry.", "transcript-view"))  # type: ignore[arg-type]
+
+# The Transcript screen
+_A(ActionSpec("transcript.raw", "toggle_raw", "R,tab", "Raw", "Switch between the replay and every raw entry row.", "transcript", key_display="R"))  # type: ignore[arg-type]
+_A(ActionSpec("transcript.next-turn", "next_turn", "n", "Next turn", "Jump to the next turn start.", "transcript"))  # type: ignore[arg-type]
+_A(ActionSpec("transcript.prev-turn", "prev_turn", "p", "Prev turn", "Jump to the previous turn start.", "transcript"))  # type: ignore[arg-type]
+_A(ActionSpec("transcript.next-marker", "next_marker", "right_square_bracket", "Next marker", "Jump to the next compaction or override.", "transcript", show=False, key_display="]"))  # type: ignore[arg-type]
+_A(ActionSpec("transcript.prev-marker", "prev_marker", "left_square_bracket", "Prev marker", "Jump to the previous compaction or override.", "transcript", show=False, key_display="["))  # type: ignore[arg-type]
+_A(ActionSpec("transcript.copy", "copy", "y", "Copy", "Copy the block under the cursor to the clipboard.", "transcript"))  # type: ignore[arg-type]
+_A(ActionSpec("transcript.export", "export", "e", "Export", "Write the transcript to a Markdown or JSON file outside the session directory.", "transcript"))  # type: ignore[arg-type]
+del _A
