@@ -60,13 +60,21 @@ EXPIRY_HORIZON_S = 6 * 3600
 """Leases expiring later than this are not waited for (a re-read happens on the next hint or refresh)."""
 
 _A = actions.register
-_A(ActionSpec("runs.recover", "recover_run", "x", "Recover", "Recover the orphaned run under the cursor as the runtime would, after a preview.", "runs", writes=True))  # noqa: E501
-_A(ActionSpec("runs.abandon-tools", "abandon_tools", "t", "Abandon tools", "Pick interrupted tool calls of the run's session and mark them abandoned; nothing is run again.", "runs", writes=True))  # noqa: E501
-_A(ActionSpec("runs.release-lease", "release_lease", "L", "Release lease", "Release the expired lease of the session under the cursor, after a preview.", "runs", writes=True))  # noqa: E501
-_A(ActionSpec("runs.orphaned", "toggle_orphaned", "o", "Orphaned", "Show only orphaned runs and failed recoveries, or every run again.", "runs"))  # noqa: E501
-_A(ActionSpec("runs.scope", "toggle_scope", "a", "All/one", "Switch between every session's runs and the runs of the session under the cursor.", "runs"))  # noqa: E501
-_A(ActionSpec("runs.refresh", "refresh", "r", "Refresh", "Re-read the runs from the database, keeping the cursor.", "runs"))
-_A(ActionSpec("runs.copy", "copy_run_id", "c", "Copy id", "Copy the id of the run under the cursor to the clipboard.", "runs", show=False))  # noqa: E501
+_A(ActionSpec("runs.recover", "recover_run", "x", "Recover",
+    "Recover the orphaned run under the cursor as the runtime would, after a preview.", "runs", writes=True))
+_A(ActionSpec("runs.abandon-tools", "abandon_tools", "t", "Abandon tools",
+    "Pick interrupted tool calls of the run's session and mark them abandoned; nothing is run again.",
+    "runs", writes=True))
+_A(ActionSpec("runs.release-lease", "release_lease", "L", "Release lease",
+    "Release the expired lease of the session under the cursor, after a preview.", "runs", writes=True))
+_A(ActionSpec("runs.orphaned", "toggle_orphaned", "o", "Orphaned",
+    "Show only orphaned runs and failed recoveries, or every run again.", "runs"))
+_A(ActionSpec("runs.scope", "toggle_scope", "a", "All/one",
+    "Switch between every session's runs and the runs of the session under the cursor.", "runs"))
+_A(ActionSpec("runs.refresh", "refresh", "r", "Refresh",
+    "Re-read the runs from the database, keeping the cursor.", "runs"))
+_A(ActionSpec("runs.copy", "copy_run_id", "c", "Copy id",
+    "Copy the id of the run under the cursor to the clipboard.", "runs", show=False))
 _A(ActionSpec("pick.toggle-all", "toggle_all", "ctrl+a", "All/none", "Select every call, or none.", "tool-pick"))
 _A(ActionSpec("pick.preview", "preview", "p", "Preview", "Preview abandoning the selected calls.", "tool-pick"))
 _A(ActionSpec("pick.cancel", "cancel", "escape", "Cancel", "Close without changing anything.", "tool-pick"))

@@ -61,12 +61,17 @@ LIVE_PER_SESSION = 50
 ORPHAN_STATES = frozenset({"orphaned", "recovery_failed"})
 
 _A = actions.register
-_A(ActionSpec("runs-list.down", "cursor_down", "j,down", "Down", "Move the cursor down one run.", "run-list", show=False, palette=False))  # noqa: E501
-_A(ActionSpec("runs-list.up", "cursor_up", "k,up", "Up", "Move the cursor up one run.", "run-list", show=False, palette=False))
+_A(ActionSpec("runs-list.down", "cursor_down", "j,down", "Down",
+    "Move the cursor down one run.", "run-list", show=False, palette=False))
+_A(ActionSpec("runs-list.up", "cursor_up", "k,up", "Up",
+    "Move the cursor up one run.", "run-list", show=False, palette=False))
 _A(ActionSpec("runs-list.top", "cursor_top", "g,home", "Top", "Go to the first run.", "run-list", show=False))
-_A(ActionSpec("runs-list.bottom", "cursor_bottom", "G,end", "Bottom", "Go to the last run read so far.", "run-list", show=False))
-_A(ActionSpec("runs-list.page-down", "page_down", "pagedown", "Page down", "Move the cursor one page down.", "run-list", show=False, palette=False))  # noqa: E501
-_A(ActionSpec("runs-list.page-up", "page_up", "pageup", "Page up", "Move the cursor one page up.", "run-list", show=False, palette=False))  # noqa: E501
+_A(ActionSpec("runs-list.bottom", "cursor_bottom", "G,end", "Bottom",
+    "Go to the last run read so far.", "run-list", show=False))
+_A(ActionSpec("runs-list.page-down", "page_down", "pagedown", "Page down",
+    "Move the cursor one page down.", "run-list", show=False, palette=False))
+_A(ActionSpec("runs-list.page-up", "page_up", "pageup", "Page up",
+    "Move the cursor one page up.", "run-list", show=False, palette=False))
 _A(ActionSpec("runs-list.open", "open", "enter", "Transcript", "Open the transcript of the run's session.", "run-list"))
 del _A
 actions.SCOPE_TITLES.setdefault("run-list", "Run list")

@@ -41,10 +41,13 @@ EVENT_CAP = 20_000
 """Events kept for one run at most."""
 
 _A = actions.register
-_A(ActionSpec("timeline.down", "scroll_down", "j,down", "Down", "Scroll the timeline down.", "run-timeline", show=False, palette=False))  # noqa: E501
-_A(ActionSpec("timeline.up", "scroll_up", "k,up", "Up", "Scroll the timeline up.", "run-timeline", show=False, palette=False))
+_A(ActionSpec("timeline.down", "scroll_down", "j,down", "Down",
+    "Scroll the timeline down.", "run-timeline", show=False, palette=False))
+_A(ActionSpec("timeline.up", "scroll_up", "k,up", "Up",
+    "Scroll the timeline up.", "run-timeline", show=False, palette=False))
 _A(ActionSpec("timeline.top", "scroll_home", "g,home", "Top", "Go to the first event.", "run-timeline", show=False))
-_A(ActionSpec("timeline.bottom", "scroll_end", "G,end", "Bottom", "Go to the last event read.", "run-timeline", show=False))
+_A(ActionSpec("timeline.bottom", "scroll_end", "G,end", "Bottom",
+    "Go to the last event read.", "run-timeline", show=False))
 del _A
 actions.SCOPE_TITLES.setdefault("run-timeline", "Run timeline")
 
@@ -127,8 +130,8 @@ def fact_lines(row: RunRow | None, now: float) -> list[Text]:
     lease_line.append("lease     ", dim)
     lease = ls.lease if lease_applies(ls) else None
     if lease is None:
-        lease_line.append("none" if ls.lease is None else f"the session's lease is bound to run {ls.lease.run_id or '(none)'}",
-                          dim)
+        bound = "none" if ls.lease is None else f"the session's lease is bound to run {ls.lease.run_id or '(none)'}"
+        lease_line.append(bound, dim)
     else:
         countdown = expiry_text(lease, now)
         valid = lease_valid_at(lease, now)
