@@ -206,7 +206,8 @@ def test_a_live_lease_refuses_and_names_its_holder(demo: Path) -> None:
                             "ON l.session_id = r.session_id WHERE r.id = ?", (ids["live"],))[0]
     result = run_cli("--dir", str(demo), "repair", "recover-run", ids["live"], "--yes")
     assert result.returncode == 3
-    assert result.stderr.startswith("sessionscope: refused: ") and owner in result.stderr and f"pid {pid}" in result.stderr
+    assert result.stderr.startswith("sessionscope: refused: ")
+    assert owner in result.stderr and f"pid {pid}" in result.stderr
     assert rows(demo, "SELECT status FROM session_runs WHERE id = ?", (ids["live"],)) == [("running",)]
 
 

@@ -98,8 +98,9 @@ def build(folder: Path) -> None:
             if active:
                 expires = NOW + 10**8 if r % 3 == 0 else NOW - 600
                 conn.execute(
-                    "INSERT OR REPLACE INTO session_runtime_leases (session_id, owner_instance_id, owner_pid, owner_kind, "
-                    "lease_token_hash, epoch, run_id, purpose, state, acquired_at, heartbeat_at, expires_at, updated_at) "
+                    "INSERT OR REPLACE INTO session_runtime_leases (session_id, owner_instance_id, owner_pid, "
+                    "owner_kind, lease_token_hash, epoch, run_id, purpose, state, acquired_at, heartbeat_at, "
+                    "expires_at, updated_at) "
                     "VALUES (?, ?, ?, 'process', ?, ?, ?, 'execution', 'active', ?, ?, ?, ?)",
                     (sid, f"pid-{1000 + r}-{secrets.token_hex(16)}", 1000 + r, secrets.token_hex(32), 1 + r % 4, rid,
                      started, started, expires, started))

@@ -43,7 +43,8 @@ def foreign_write(folder: Path, sql: str, params: list[object], *, port: int | N
     as a runtime would (a new process: a new origin id, seq 1)."""
     script = textwrap.dedent("""
         import json, secrets, sqlite3, sys
-        folder, sql, params, port, announce = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4], sys.argv[5]
+        folder, sql, port, announce = sys.argv[1], sys.argv[2], sys.argv[4], sys.argv[5]
+        params = json.loads(sys.argv[3])
         conn = sqlite3.connect(folder + "/sessions.db", timeout=10)
         with conn:
             conn.execute(sql, params)
@@ -90,7 +91,8 @@ def insert_running_run(session_id: str) -> tuple[str, list[object]]:
 # --- the Sessions screen -------------------------------------------------------------------------------------------
 
 
-async def test_bus_datagram_refreshes_only_the_affected_row_in_place(demo_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_bus_datagram_refreshes_only_the_affected_row_in_place(demo_dir: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     port = free_udp_port()
     monkeypatch.setenv("MOTHX_RUNTIME_BUS_PORT", str(port))
     app = SessionscopeApp(demo_dir, OpenMode.READ_WRITE, clock=lambda: DEMO_NOW_UNIX, live=True)
@@ -121,7 +123,8 @@ async def test_bus_datagram_refreshes_only_the_affected_row_in_place(demo_dir: P
         assert app.live is not None and app.live.stats().hints >= 1
 
 
-async def test_datagrams_without_a_database_change_change_nothing(demo_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_datagrams_without_a_database_change_change_nothing(demo_dir: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     import store.sessions
     from store.bus import BusPublisher, database_identity
 

@@ -251,8 +251,9 @@ async def test_recover_the_orphan_through_the_dialog(demo_dir: Path) -> None:
     assert turn_status == "failed" and end_seq is not None
     entry_type, entry_data = db_rows(demo_dir, "SELECT type, data FROM entries WHERE seq = ?", (end_seq,))[0]
     assert entry_type == "turn_end" and json.loads(entry_data)["turnId"] == open_turns[0][0]
-    lease = db_rows(demo_dir, "SELECT epoch, state, purpose FROM session_runtime_leases WHERE session_id = ?", (session,))
-    assert lease == [(epoch_before + 1, "released", "recovery")], "a recovery lease took over (epoch + 1), then released"
+    lease = db_rows(demo_dir, "SELECT epoch, state, purpose FROM session_runtime_leases WHERE session_id = ?",
+                    (session,))
+    assert lease == [(epoch_before + 1, "released", "recovery")], "a recovery lease took over (epoch + 1), released"
 
 
 async def test_a_run_under_a_live_lease_is_refused_naming_the_holder(demo_dir: Path) -> None:
@@ -276,7 +277,8 @@ async def test_a_run_under_a_live_lease_is_refused_naming_the_holder(demo_dir: P
     after = db_rows(demo_dir, "SELECT epoch, state, owner_instance_id FROM session_runtime_leases WHERE session_id = ?",
                     (session,))
     assert after[0][2] == owner and after[0][1] == "active", "the holder keeps its lease"
-    assert db_rows(demo_dir, "SELECT count(*) FROM session_run_events WHERE session_id = ?", (session,)) == events_before
+    events_after = db_rows(demo_dir, "SELECT count(*) FROM session_run_events WHERE session_id = ?", (session,))
+    assert events_after == events_before
     assert db_rows(demo_dir, "SELECT count(*) FROM session_run_recoveries WHERE run_id = ?", (run_id,)) == [(0,)]
 
 
