@@ -488,3 +488,24 @@ async def test_keys_are_remapped_by_id(demo_master: Path, demo_sessions: DemoSes
             await pilot.press("c")
             await pilot.pause()
             assert len(copied) == 1
+
+
+async def test_pages_pressed_faster_than_reads_are_not_lost(demo_master: Path, demo_sessions: DemoSessions) -> None:
+    """Twenty page-downs in a row, before any page read lands, move the raw view exactly twenty pages."""
+    with open_session_dir(demo_master, OpenMode.SNAPSHOT) as sd:
+        seqs = [r.seq for r in entries.load_rows(sd, demo_sessions.long)]
+        app = TranscriptHost(sd, demo_sessions.long)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            await pilot.press("R")
+            await settle(pilot)
+            view = _screen(app).raw_view
+            step = view.size.height - 1
+            for _ in range(20):
+                view.action_page(1)  # no await: the keys outrun the worker
+            await settle(pilot)
+            assert view.anchor_item is not None and view.anchor_item.seq == seqs[20 * step]
+            for _ in range(20):
+                view.action_page(-1)
+            await settle(pilot)
+            assert view.anchor_item.seq == seqs[0]

@@ -53,7 +53,7 @@ from tui.widgets.transcript_sources import (
     WindowSource,
 )
 
-PREFETCH_ITEMS = 30      # fetch ahead when fewer loaded items than this lie beyond the viewport
+PREFETCH_ITEMS = 30      # fetch ahead when fewer loaded items than this (or 3 screens) lie beyond the view
 MAX_ITEMS = 600          # window cap: items beyond it, far from the anchor, are dropped
 KEEP_BEHIND = 150        # items kept on the far side of the anchor when trimming
 GUTTER = 2
@@ -512,9 +512,10 @@ class WindowedView(Widget, can_focus=True):
             if self._items and self._hi is not None:
                 self._request("after", self._hi)
             return
-        if self._hi is not None and len(self._items) - 1 - shown[-1] < PREFETCH_ITEMS:
+        ahead = max(PREFETCH_ITEMS, 3 * self.size.height)  # at least three screens of one-line rows
+        if self._hi is not None and len(self._items) - 1 - shown[-1] < ahead:
             self._request("after", self._hi)
-        if self._lo is not None and shown[0] < PREFETCH_ITEMS:
+        if self._lo is not None and shown[0] < ahead:
             self._request("before", self._lo)
 
     def on_resize(self, event: events.Resize) -> None:
@@ -581,10 +582,10 @@ class WindowedView(Widget, can_focus=True):
                 break
         self._set_anchor(self._clamp((i, o)))
         if left > 0 and self._hi is not None:
-            self._pending_lines = left
+            self._pending_lines += left  # keys pressed while the page is read add up
             self._request("after", self._hi)
         elif left < 0 and self._lo is not None:
-            self._pending_lines = left
+            self._pending_lines += left  # keys pressed while the page is read add up
             self._request("before", self._lo)
         self._follow_cursor()
         self._changed()
