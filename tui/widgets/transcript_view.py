@@ -53,7 +53,7 @@ from tui.widgets.transcript_sources import (
     WindowSource,
 )
 
-PREFETCH_ITEMS = 30      # fetch ahead when fewer loaded items than this (or 3 screens) lie beyond the view
+PREFETCH_ITEMS = 30      # fetch ahead when fewer loaded items than this lie beyond the viewport
 MAX_ITEMS = 600          # window cap: items beyond it, far from the anchor, are dropped
 KEEP_BEHIND = 150        # items kept on the far side of the anchor when trimming
 GUTTER = 2
@@ -101,6 +101,7 @@ class WindowedView(Widget, can_focus=True):
     """
 
     EMPTY_TEXT: ClassVar[str] = "No entries."
+    PREFETCH_SCREENS: ClassVar[int] = 0  # also keep this many screens of items loaded ahead (one-line rows)
     BINDINGS: ClassVar = actions.bindings("transcript-view")
     HELP_TITLE: ClassVar[str] = "Transcript view"
 
@@ -512,7 +513,7 @@ class WindowedView(Widget, can_focus=True):
             if self._items and self._hi is not None:
                 self._request("after", self._hi)
             return
-        ahead = max(PREFETCH_ITEMS, 3 * self.size.height)  # at least three screens of one-line rows
+        ahead = max(PREFETCH_ITEMS, self.PREFETCH_SCREENS * self.size.height)
         if self._hi is not None and len(self._items) - 1 - shown[-1] < ahead:
             self._request("after", self._hi)
         if self._lo is not None and shown[0] < ahead:
@@ -787,6 +788,7 @@ class RawEntriesView(WindowedView):
     """Every entry row of the session in seq order; unparsable rows in red with their parse error."""
 
     EMPTY_TEXT: ClassVar[str] = "The session has no entry rows."
+    PREFETCH_SCREENS: ClassVar[int] = 3
 
 
 __all__ = [
