@@ -67,6 +67,8 @@ class ActionSpec:
 _REGISTRY: dict[str, ActionSpec] = {}
 
 ACTION_MODULES: list[str] = [
+    "tui.screens.sessions",
+    "tui.screens.transcript_actions",
     "tui.screens.transcript",
     "tui.screens.checkpoints",
     "tui.widgets.checkpoint_list",
