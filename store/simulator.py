@@ -33,7 +33,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from store.errors import LeaseLost, StoreError
-from store.leases import LEASE_TTL_S, HEARTBEAT_INTERVAL_S, LeaseGuard, LeaseOwner, acquire, check_fence, start_heartbeat
+from store.leases import (
+    HEARTBEAT_INTERVAL_S,
+    LEASE_TTL_S,
+    LeaseGuard,
+    LeaseOwner,
+    acquire,
+    check_fence,
+    publish_state_changed,
+    start_heartbeat,
+)
 from store.runs import (
     ConversationTurn,
     NewRun,
@@ -148,6 +157,7 @@ class RuntimeSimulator:
             insert_run_event(conn, NewRunEvent(id=new_id(), session_id=self.session_id, run_id=self.run_id,
                                                event_type="status", source="simulator", status=status,
                                                data=event_data))
+        publish_state_changed(self.guard.lease, status)
         self.emit("status", run=self.run_id, status=status)
 
     def step(self, *, now: int | None = None) -> str:
@@ -209,6 +219,8 @@ class RuntimeSimulator:
             insert_run_event(conn, NewRunEvent(id=new_id(), session_id=self.session_id, run_id=self.run_id,
                                                event_type="progress", source="simulator",
                                                data=json.dumps({"step": self.step_no, "kind": kind})))
+        if new_status:
+            publish_state_changed(lease, new_status)
         self.step_no += 1
         self.emit("step", run=self.run_id, n=self.step_no, kind=kind, status=new_status or None)
         return kind
@@ -226,6 +238,7 @@ class RuntimeSimulator:
                                                run_id=self.run_id, event_type="run_finished", source="simulator",
                                                status=status))
             close_turn(conn, self.turn, status, run_id=self.run_id, stop_reason="stop")
+        publish_state_changed(lease, status)
         self.emit("run_finished", run=self.run_id, status=status)
         self.release(now=now)
 
@@ -265,6 +278,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--heartbeat", type=float, default=HEARTBEAT_INTERVAL_S, help="heartbeat interval in seconds")
     p.add_argument("--hang-at", type=int, default=0, help="stop working after this step of the first run (keep heartbeating)")
     p.add_argument("--create", action="store_true", help="create the session when it does not exist")
+    p.add_argument("--quiet-bus", action="store_true", help="do not announce anything on the lease bus")
     return p.parse_args(argv)
 
 
@@ -273,6 +287,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = _parse(argv)
     emit = _printer()
+    if not args.quiet_bus:
+        # Announce lease changes and run transitions on the lease bus, as a runtime does.
+        from store.bus import install_publisher
+
+        install_publisher().start_snapshots()
     sd = open_session_dir(args.dir, create=args.create)
     try:
         with sd.db.read() as conn:
