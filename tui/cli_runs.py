@@ -55,6 +55,20 @@ def register(sub: argparse._SubParsersAction, add_location: Callable[..., None])
                       help=f"recent (finished) runs to show besides the active ones (default {DEFAULT_RECENT}; 0 none)")
     runs.set_defaults(handler=cmd_runs)
 
+    sim = sub.add_parser(
+        "simulate", help="run a simulated mothx runtime on a session (for trying repairs; kill it to orphan a run)",
+        description="A separate runtime process: admits runs under an execution lease, heartbeats it, appends "
+                    "entries and run events, announces on the lease bus, and prints one JSON line per step. "
+                    "Kill it (kill -9) mid-run to leave an orphaned run behind.")
+    add_location(sim, nested=True)
+    sim.add_argument("--session", metavar="ID", default="", help="the session to work on (default: a new one)")
+    sim.add_argument("--runs", type=_count, default=1, help="runs to admit one after another (default 1)")
+    sim.add_argument("--steps", type=_count, default=60, help="steps per run (default 60)")
+    sim.add_argument("--interval", type=float, default=0.5, help="seconds between steps (default 0.5)")
+    sim.add_argument("--ttl", type=_count, default=15, help="lease TTL in seconds (default 15, as mothx)")
+    sim.add_argument("--hang-at", type=_count, default=0, help="stop working after this step, keep heartbeating")
+    sim.set_defaults(handler=cmd_simulate)
+
     repair = sub.add_parser(
         "repair", help="repair a run, a lease or interrupted tool calls (after a preview)",
         description="Fenced repairs, applied the way the runtime would. Each prints its preview first; --dry-run "
@@ -185,6 +199,28 @@ def run_json(listing: RunListing) -> dict[str, object]:
         "updated_at": run.updated_at, "finished_at": run.finished_at, "error": run.error,
         "lease": lease_json(lease), "recovery": recovery_json(listing.recovery),
     }
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from store import simulator
+    from tui import cli
+
+    if cli._mode(args, default=OpenMode.READ_WRITE).is_read:
+        raise ReadOnlyStore("Refused: the simulator writes like a runtime; it cannot run in a read mode (read-only).")
+    root = cli._session_dir(args)
+    if root is None:
+        from store.paths import default_session_dir
+
+        raise StoreError(f"no session directory at {default_session_dir()}; pass --dir or run `{cli.PROG} --demo`")
+    session = args.session
+    if not session:
+        with _open_mode(args, OpenMode.READ_WRITE) as sd:
+            session = simulator.create_session(sd, cwd=str(root))
+    argv = ["--dir", str(root), "--session", session, "--runs", str(args.runs), "--steps", str(args.steps),
+            "--append-interval", str(args.interval), "--ttl", str(args.ttl)]
+    if args.hang_at:
+        argv += ["--hang-at", str(args.hang_at)]
+    return simulator.main(argv)
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
