@@ -97,7 +97,7 @@ def test_checkpoints_screen(snap_compare, checkpoint_dir: Path) -> None:
 
 def test_checkpoint_transcript_with_an_interrupted_call(snap_compare, checkpoint_dir: Path) -> None:
     assert snap_compare(SessionscopeApp(checkpoint_dir, OpenMode.SNAPSHOT),
-                        run_before=open_screen("@", "enter", session_id=INTERRUPTED), terminal_size=SIZE)
+                        run_before=open_screen("@", "enter", "G", session_id=INTERRUPTED), terminal_size=SIZE)
 
 
 def test_checkpoint_reset_dialog(snap_compare, checkpoint_dir: Path) -> None:

@@ -4,10 +4,9 @@ Agents (left) → their sessions (the list) → the selected session's files, re
 verifies the selected checkpoint against the files on disk now, ``V`` every listed one; the proof column then
 says verified / divergent / out of sync (it says "not verified yet" until then: nothing is read from the disk
 before the user asks). ``R`` publishes a reset after showing its preview in the confirm dialog; it is a write
-action, so it is dimmed and blocked in the read modes, and the store refuses it there too. ``enter`` reads the
-published checkpoint back (:func:`store.capture.read_checkpoint_session`) and shows it in
-:class:`NativeTranscriptScreen`, a plain read-only view of the native records kept here until the Transcript
-screen reads native sessions itself.
+action, so it is dimmed and blocked in the read modes, and the store refuses it there too. ``enter`` opens the
+published checkpoint in the Transcript screen's native view
+(:class:`tui.screens.native_transcript.NativeTranscriptScreen`).
 
 Every store call runs in a thread worker that only posts a typed message; one handler applies it. Errors
 become one line on screen and a notification.
@@ -15,24 +14,16 @@ become one line on screen and a notification.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import Group
-from rich.segment import Segment
-from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.geometry import Size
 from textual.message import Message
-from textual.reactive import reactive
 from textual.screen import Screen
-from textual.scroll_view import ScrollView
-from textual.strip import Strip
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
@@ -47,7 +38,6 @@ from tui.widgets.statusbar import StatusBar
 if TYPE_CHECKING:
     from store.agentstate import CheckpointInfo, PublicationHead, ResetPreview
     from store.capture import VerifyResult
-    from store.native import NativeItem, NativeSession, NativeTranscript, SubAgentLink, ToolPair
     from store.sessiondir import SessionDir
 
 _A = actions.register
@@ -55,12 +45,6 @@ _A(ActionSpec("checkpoints.verify", "verify", "v", "Verify", "Compare the select
 _A(ActionSpec("checkpoints.verify-all", "verify_all", "V", "Verify all", "Compare every listed checkpoint with its files on disk now (writes nothing).", "checkpoints"))
 _A(ActionSpec("checkpoints.reset", "reset", "R", "Reset", "Publish a reset for the selected checkpoint after a preview: the next capture stores its files afresh.", "checkpoints", writes=True))
 _A(ActionSpec("checkpoints.refresh", "refresh", "r", "Refresh", "Re-read the checkpoints, keeping the cursor and the proofs.", "checkpoints"))
-_A(ActionSpec("native.top", "scroll_home", "g,home", "Top", "Go to the first line.", "native-view", show=False))
-_A(ActionSpec("native.bottom", "scroll_end", "G,end", "Bottom", "Go to the last line.", "native-view", show=False))
-_A(ActionSpec("native.down", "scroll_down", "j,down", "Down", "Scroll down one line.", "native-view", show=False, palette=False))
-_A(ActionSpec("native.up", "scroll_up", "k,up", "Up", "Scroll up one line.", "native-view", show=False, palette=False))
-_A(ActionSpec("native.page-down", "page_down", "pagedown,space", "Page down", "Scroll one page down.", "native-view", show=False, palette=False))
-_A(ActionSpec("native.page-up", "page_up", "pageup", "Page up", "Scroll one page up.", "native-view", show=False, palette=False))
 del _A
 
 ALL_AGENTS = ""
@@ -568,382 +552,13 @@ class CheckpointsScreen(Screen[None]):
                 one_line(info.head_problem) or "nothing is published")
             self.notify(f"There is no checkpoint to read: {why}.", title="Cannot open", severity="warning")
             return
-        self.app.push_screen(NativeTranscriptScreen(self.sd, info.agent_id, info.agent_session_id))
+        from tui.screens.native_transcript import NativeRef, NativeTranscriptScreen
 
-
-# --- the native transcript view ---------------------------------------------------------------------------------
-#
-# A plain, read-only reading of a published checkpoint: one line per record (more for a message with several
-# blocks), tool calls with where their result is, interrupted calls, branches, sub-agents under their Task
-# call. It is deliberately simple so the Transcript screen can replace it once it reads native sessions.
-
-KIND_LABELS = {
-    "user": "user", "assistant": "assistant", "developer": "developer", "tool_result": "tool result",
-    "tool_call": "tool call", "system": "system", "hook": "hook", "progress": "progress", "summary": "summary",
-    "compact_boundary": "compaction", "compact_summary": "compact sum.", "compacted": "compacted",
-    "file_snapshot": "file snap.", "queue": "queue", "session_meta": "session", "turn_context": "turn context",
-    "turn_start": "turn start", "turn_end": "turn end", "turn_aborted": "turn aborted", "reasoning": "reasoning",
-    "token_count": "tokens", "event": "event", "other": "other", "unreadable": "UNREADABLE",
-}
-KIND_STYLES = {
-    "user": "bold cyan", "assistant": "bold green", "developer": "magenta", "tool_call": "yellow",
-    "tool_result": "yellow", "unreadable": "bold red", "compact_boundary": "bold magenta",
-    "compact_summary": "bold magenta", "compacted": "bold magenta", "turn_start": "bold blue",
-    "turn_end": "blue", "turn_aborted": "bold red", "summary": "magenta",
-}
-QUIET_KINDS = frozenset({"progress", "hook", "file_snapshot", "token_count", "queue", "turn_context", "event", "system"})
-LABEL_WIDTH = 13
-INDENT = 7 + 7 + LABEL_WIDTH + 1
-"""Continuation lines (calls of a message, raw text of an unreadable line) start under the item's text."""
-PREVIEW = 160
-
-
-@dataclass(frozen=True)
-class NativeLine:
-    """One line of the native view; ``depth`` indents sub-agent transcripts."""
-
-    text: Text
-    depth: int = 0
-
-
-@dataclass
-class NativeFacts:
-    agent: str
-    agent_session_id: str
-    title: Text
-    lines: list[NativeLine] = field(default_factory=list)
-
-
-def _short(text: str, limit: int = PREVIEW) -> str:
-    flat = one_line(text)
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _branch_tag(item: NativeItem, forks: dict[str, int]) -> str:
-    if not item.branch:
-        return ""
-    return " ".join(f"⑂{b + 1}/{forks.get(u, b + 1)}" for u, b in item.branch)
-
-
-def native_lines(session: NativeSession) -> list[NativeLine]:
-    """The lines of the native view for a checkpoint read back as a native session (pure; used in a worker)."""
-    lines: list[NativeLine] = []
-    links = {link.task_call_id: link for link in session.subagents if link.task_call_id}
-    if session.main is not None:
-        lines.extend(_transcript_lines(session.main, "main transcript", 0, links))
-    elif session.subagents:
-        lines.append(NativeLine(Text("(the session's own transcript is not in the checkpoint)", style="dim")))
-    for link in session.subagents:
-        where = f"spawned by Task at line {link.task_line}" if link.task_call_id else "no Task call links to it"
-        lines.append(NativeLine(Text("")))
-        head = Text(f"── sub-agent {link.agent_id or '?'} · {where} · {link.layout} layout ", style="bold")
-        lines.extend(_transcript_lines(link.transcript, "", 1, {}, heading=head))
-    return lines
-
-
-def _transcript_lines(t: NativeTranscript, name: str, depth: int, links: dict[str, SubAgentLink],
-                      heading: Text | None = None) -> list[NativeLine]:
-    from store.native import K_TOOL_CALL, K_UNREADABLE
-
-    out: list[NativeLine] = []
-    head = heading or Text(f"── {name} ", style="bold")
-    head.append(f"{t.path} · {_plural(t.records, 'record')}", style="dim")
-    out.append(NativeLine(head, depth))
-    summary = [f"{_plural(len(t.tool_pairs), 'tool call')}"]
-    if t.interrupted:
-        summary.append(f"{len(t.interrupted)} interrupted")
-    if t.forks:
-        summary.append(f"{_plural(len(t.forks), 'rewind')} ({sum(len(f.branches) for f in t.forks)} branches)")
-    if t.compactions:
-        summary.append(_plural(len(t.compactions), "compaction"))
-    if t.unreadable:
-        summary.append(f"{len(t.unreadable)} unreadable")
-    if t.incomplete_turns:
-        summary.append(f"{len(t.incomplete_turns)} turn(s) never completed")
-    out.append(NativeLine(Text("   in this file: " + " · ".join(summary), style="dim"), depth))
-    pairs = {p.call_id: p for p in t.tool_pairs}
-    forks = {f.parent_uuid: len(f.branches) for f in t.forks}
-    fork_by_uuid = {f.parent_uuid: f for f in t.forks}
-    announced: set[tuple[str, int]] = set()
-    for item in t.items:
-        for step in item.branch:
-            if step in announced or step[0] not in fork_by_uuid:
-                continue
-            announced.add(step)
-            fork = fork_by_uuid[step[0]]
-            branch = fork.branches[step[1]]
-            label = Text(f"   ⑂ branch {branch.index + 1} of {len(fork.branches)} from line {fork.parent_line}",
-                         style="bold magenta")
-            label.append(f" · {branch.timestamp} · {branch.items} records · {_short(branch.preview, 60)}",
-                         style="magenta")
-            out.append(NativeLine(label, depth))
-        line, inlined = _item_line(item, forks, pairs)
-        out.append(NativeLine(line, depth))
-        calls = [b for b in item.blocks if b.kind == "tool_use"] if item.kind != K_TOOL_CALL else []
-        for n, block in enumerate(calls):
-            if n >= inlined:
-                call = Text(f"{'':>{INDENT}}", no_wrap=True, overflow="ellipsis")
-                call.append_text(_call_text(block.tool_name, block.arguments, pairs.get(block.tool_id)))
-                out.append(NativeLine(call, depth))
-            link = links.get(block.tool_id)
-            if link is not None:
-                out.append(NativeLine(Text(f"{'':>{INDENT}}  ↳ sub-agent {link.agent_id}: "
-                                           f"{_plural(link.transcript.records, 'record')}, shown below",
-                                           style="bold blue"), depth))
-        if item.kind == K_UNREADABLE and item.raw:
-            out.append(NativeLine(Text(f"{'':>{INDENT}}raw: {_short(item.raw, 100)}", style="dim"), depth))
-        if item.parent_state == "unreadable":
-            out.append(NativeLine(Text(f"{'':>{INDENT}}(its parent is the unreadable line {item.parent_line})",
-                                       style="red"), depth))
-    return out
-
-
-def _block_text(kind: str, text: str) -> str:
-    if kind == "thinking":
-        return f"[thinking] {text}" if text.strip() else "[thinking, text not recorded]"
-    return text
-
-
-def _item_line(item: NativeItem, forks: dict[str, int], pairs: dict[str, ToolPair]) -> tuple[Text, int]:
-    """The item's own line, and how many of its tool calls it shows inline (0 or 1)."""
-    from store.native import K_TOOL_CALL, K_TOOL_RESULT
-
-    text = Text(no_wrap=True, overflow="ellipsis")
-    text.append(f"{item.line:>6} ", style="dim")
-    tag = _branch_tag(item, forks)
-    text.append(f"{tag:<7}", style="magenta")
-    style = KIND_STYLES.get(item.kind, "dim" if item.kind in QUIET_KINDS else "")
-    text.append(f"{KIND_LABELS.get(item.kind, item.kind):<{LABEL_WIDTH}} ", style=style)
-    flags = item.flags
-    if "incomplete_turn" in flags:
-        text.append("⚠ never completed ", style="bold red")
-    if "aborted_turn" in flags:
-        text.append("⚠ aborted ", style="bold red")
-    if "replay" in flags:
-        text.append("(replayed copy) ", style="dim")
-    if "dangling_leaf" in flags:
-        text.append("(its leaf is in no file here) ", style="dim yellow")
-    inlined = 0
-    if item.kind == K_TOOL_RESULT:
-        ids = ", ".join(item.tool_ids)
-        text.append(f"← {ids or 'a call'}: ", style="yellow")
-        if any(b.is_error for b in item.blocks):
-            text.append("error: ", style="red")
-        text.append(_short(item.text))
-    elif item.kind == K_TOOL_CALL and item.blocks:
-        block = item.blocks[0]
-        text.append_text(_call_text(block.tool_name, block.arguments, pairs.get(block.tool_id)))
-    elif item.kind == "compact_boundary" and item.tokens is not None:
-        text.append(f"{_short(item.text)} · {item.tokens:,} tokens before")
-    elif item.kind == "compacted":
-        text.append(f"{item.subtype} · {_short(item.text)}")
-    else:
-        own = [b for b in item.blocks if b.kind not in ("tool_use", "tool_result")]
-        calls = [b for b in item.blocks if b.kind == "tool_use"]
-        shown = " ".join(_block_text(b.kind, b.text) for b in own).strip() if item.blocks else item.text
-        if not shown and calls:
-            text.append_text(_call_text(calls[0].tool_name, calls[0].arguments, pairs.get(calls[0].tool_id)))
-            inlined = 1
-        else:
-            text.append(_short(shown) or "(empty)", style="dim" if item.kind in QUIET_KINDS or not shown else "")
-    return text, inlined
-
-
-def _call_text(name: str, arguments: str, pair: ToolPair | None) -> Text:
-    """``⚙ name(arguments)`` and where its result is, or that it was interrupted."""
-    text = Text(no_wrap=True, overflow="ellipsis")
-    text.append("⚙ ", style="yellow")
-    text.append(name or "call", style="bold yellow")
-    if pair is not None and pair.interrupted:
-        text.append("  ⚠ interrupted: no result was recorded ", style="bold red")
-    elif pair is not None:
-        style = "red" if pair.is_error else "green"
-        text.append(f"  → result at line {pair.result_line}{' (error)' if pair.is_error else ''} ", style=style)
-    text.append(f"({_short(arguments, 90)})", style="yellow")
-    return text
-
-
-class NativeLoaded(Message):
-    def __init__(self, facts: NativeFacts) -> None:
-        super().__init__()
-        self.facts = facts
-
-
-class NativeFailed(Message):
-    def __init__(self, error: str) -> None:
-        super().__init__()
-        self.error = error
-
-
-class NativeView(ScrollView, can_focus=True, inherit_bindings=False):
-    """The lines of :func:`native_lines`, drawn with the Line API (only what is on screen)."""
-
-    BINDINGS: ClassVar = actions.bindings("native-view")
-    HELP_TITLE: ClassVar[str] = "Checkpoint transcript"
-    DEFAULT_CSS = """
-    NativeView {
-        background: $surface;
-        overflow-x: hidden;
-        overflow-y: auto;
-        scrollbar-gutter: stable;
-    }
-    """
-
-    lines: reactive[list[NativeLine]] = reactive(list, always_update=True, layout=False)
-
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self._strips: OrderedDict[tuple[int, int], Strip] = OrderedDict()
-        self.placeholder = "Reading the checkpoint…"
-
-    def watch_lines(self, lines: list[NativeLine]) -> None:
-        self._strips.clear()
-        self.virtual_size = Size(self.size.width, max(1, len(lines)))
-        self.refresh()
-
-    def show_text(self, text: str) -> None:
-        self.placeholder = text
-        self.lines = []
-
-    def notify_style_update(self) -> None:
-        self._strips.clear()
-        super().notify_style_update()
-
-    def render_line(self, y: int) -> Strip:
-        width = self.scrollable_content_region.width
-        base = self.rich_style
-        index = int(self.scroll_offset.y) + y
-        if not self.lines:
-            if y == 0:
-                return Strip([Segment(" " + self.placeholder, base + Style(dim=True))]).crop_extend(0, width, base)
-            return Strip.blank(width, base)
-        if index >= len(self.lines):
-            return Strip.blank(width, base)
-        key = (index, width)
-        strip = self._strips.get(key)
-        if strip is None:
-            line = self.lines[index]
-            text = Text("  " * line.depth, no_wrap=True, overflow="ellipsis", end="")
-            text.append_text(line.text)
-            text.truncate(width, overflow="ellipsis")
-            segments = list(text.render(self.app.console))
-            strip = Strip(Segment.apply_style(segments, base)).crop_extend(0, width, base)
-            self._strips[key] = strip
-            if len(self._strips) > 600:
-                self._strips.popitem(last=False)
-        return strip
-
-    def action_scroll_home(self) -> None:
-        self.scroll_to(y=0, animate=False)
-
-    def action_scroll_end(self) -> None:
-        self.scroll_to(y=max(0, len(self.lines) - 1), animate=False)
-
-    def action_scroll_down(self) -> None:
-        self.scroll_relative(y=1, animate=False)
-
-    def action_scroll_up(self) -> None:
-        self.scroll_relative(y=-1, animate=False)
-
-    def action_page_down(self) -> None:
-        self.scroll_relative(y=max(1, self.scrollable_content_region.height - 1), animate=False)
-
-    def action_page_up(self) -> None:
-        self.scroll_relative(y=-max(1, self.scrollable_content_region.height - 1), animate=False)
-
-
-class NativeTranscriptScreen(Screen[None]):
-    """A published checkpoint read back as its native records (read-only)."""
-
-    CSS_PATH = "checkpoints.tcss"
-    HELP_TITLE: ClassVar[str] = "Checkpoint transcript"
-    AUTO_FOCUS = "#native-view"
-
-    def __init__(self, sd: SessionDir, agent: str, agent_session_id: str) -> None:
-        super().__init__()
-        self.sd = sd
-        self.agent = agent
-        self.agent_session_id = agent_session_id
-        self.facts: NativeFacts | None = None
-        self.error = ""
-
-    def compose(self) -> ComposeResult:
-        yield AppHeader(section="Checkpoint transcript")
-        yield Static(f"Reading the checkpoint of {self.agent} {self.agent_session_id}…", id="native-title",
-                     markup=False)
-        yield NativeView(id="native-view")
-        yield KeyBar()
-
-    def on_mount(self) -> None:
-        self._read(self.sd, self.agent, self.agent_session_id)
-
-    @work(thread=True, exclusive=True, group="native-read", exit_on_error=False, description="Read a checkpoint")
-    def _read(self, sd: SessionDir, agent: str, agent_session_id: str) -> None:
-        try:
-            from store.capture import read_checkpoint_session
-
-            session = read_checkpoint_session(sd, agent, agent_session_id)
-            if session is None:
-                self.post_message(NativeFailed("Nothing is published for this session (no head, or a reset head)."))
-                return
-            lines = native_lines(session)
-        except Exception as exc:  # noqa: BLE001 - SessionStateOutOfSync or a bug: one line
-            self.post_message(NativeFailed(describe_error(exc)))
-            return
-        self.post_message(NativeLoaded(NativeFacts(agent, agent_session_id, native_title(session), lines)))
-
-    @on(NativeLoaded)
-    def _loaded(self, message: NativeLoaded) -> None:
-        self.facts = message.facts
-        self.query_one("#native-title", Static).update(message.facts.title)
-        self.query_one(NativeView).lines = message.facts.lines
-
-    @on(NativeFailed)
-    def _failed(self, message: NativeFailed) -> None:
-        self.error = message.error
-        self.query_one("#native-title", Static).update(Text(f"✗ {message.error}", style="bold red"))
-        self.query_one(NativeView).show_text(f"✗ {message.error}")
-        self.notify(message.error, title="Cannot read the checkpoint", severity="error")
-
-
-def native_title(session: NativeSession) -> Text:
-    """Two lines: whose session it is, and what it holds."""
-    main = session.main
-    t = Text(no_wrap=True, overflow="ellipsis", end="")
-    t.append(f"{AGENT_TITLES.get(session.agent, session.agent)} ", style="bold")
-    t.append(session.session_id or "(no session id)", style="bold")
-    if main is not None:
-        if main.version:
-            t.append(f"  ·  version {main.version}", style="dim")
-        if main.cwd:
-            t.append(f"  ·  {tildify(main.cwd)}")
-    t.append("\n")
-    transcripts = session.transcripts
-    records = sum(x.records for x in transcripts)
-    pairs = sum(len(x.tool_pairs) for x in transcripts)
-    interrupted = sum(len(x.interrupted) for x in transcripts)
-    t.append(f"checkpoint: {_plural(records, 'record')} in {_plural(len(transcripts), 'file')}  ·  "
-             f"{_plural(pairs, 'tool call')}")
-    if interrupted:
-        t.append(f"  ·  ⚠ {interrupted} interrupted", style="bold red")
-    forks = sum(len(x.forks) for x in transcripts)
-    if forks:
-        t.append(f"  ·  ⑂ {_plural(forks, 'rewind')}", style="magenta")
-    if session.subagents:
-        t.append(f"  ·  {_plural(len(session.subagents), 'sub-agent')}")
-    unreadable = sum(len(x.unreadable) for x in transcripts)
-    if unreadable:
-        t.append(f"  ·  ✗ {unreadable} unreadable", style="bold red")
-    t.append("  ·  read-only view of the stored records", style="dim")
-    return t
+        self.app.push_screen(NativeTranscriptScreen(self.sd, NativeRef(info.agent_id, info.agent_session_id)))
 
 
 __all__ = [
     "CheckpointsScreen",
-    "NativeLine",
-    "NativeTranscriptScreen",
     "details_renderable",
-    "native_lines",
-    "native_title",
     "proof_from",
 ]

@@ -52,7 +52,11 @@ class OverrideMark:
     replacement: ReplayMessage
 
 
-Payload = Union[ReplayMessage, CompactionInfo, TurnMark, OverrideMark, EntryRow]
+Payload = Union[ReplayMessage, CompactionInfo, TurnMark, OverrideMark, EntryRow, object]
+"""Native transcripts add their own payloads (see :mod:`tui.widgets.native_sources`)."""
+
+RULE_KINDS = frozenset({"turn_start", "turn_end", "native_quiet", "native_turn"})
+"""Items drawn as one rule line that the cursor passes by."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,8 @@ class ViewItem:
     """One block of the view: a message, a marker or a raw row, ordered by ``key``."""
 
     key: tuple[int, int]    # (section, seq)
-    kind: str  # "message" | "summary" | "compaction" | "earlier_compaction" | "override" | "turn_start" | "turn_end" | "row"
+    kind: str  # "message" | "summary" | "compaction" | "earlier_compaction" | "override" | "turn_start" | "turn_end"
+    #            | "row" | "native_…" (see tui.widgets.native_sources)
     payload: Payload
     rank: float = 0.0       # estimated entry rows of the session before this item (for the scrollbar)
 
@@ -70,7 +75,7 @@ class ViewItem:
 
     @property
     def is_rule(self) -> bool:
-        return self.kind in ("turn_start", "turn_end")
+        return self.kind in RULE_KINDS
 
 
 @dataclass(frozen=True)
@@ -186,6 +191,10 @@ def _right_aligned(left: Text, right: Text, width: int, base: Style) -> Text:
 def render_item(item: ViewItem, width: int, pal: Palette, console: Console) -> list[Text]:
     """The lines of one block, each at most ``width`` cells (the view adds the gutter and scrollbar)."""
     width = max(20, width)
+    if item.kind.startswith("native_"):
+        from tui.widgets.native_blocks import render_native
+
+        return render_native(item, width, pal, console)
     if item.kind in ("message", "summary") and isinstance(item.payload, ReplayMessage):
         return message_lines(item.payload, width, pal, console, summary=item.kind == "summary")
     if item.kind in ("compaction", "earlier_compaction") and isinstance(item.payload, CompactionInfo):
@@ -446,6 +455,10 @@ def message_plain_text(m: Message) -> str:
 def item_copy_text(item: ViewItem) -> tuple[str, str]:
     """``(text, what)``: what ``y`` puts on the clipboard for this item, and a few words naming it."""
     p = item.payload
+    if item.kind.startswith("native_"):
+        from tui.widgets.native_blocks import native_copy_text
+
+        return native_copy_text(item)
     if isinstance(p, ReplayMessage):
         what = "compaction summary" if item.kind == "summary" else f"message seq {p.seq:,}"
         return message_plain_text(p.message), what

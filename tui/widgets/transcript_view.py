@@ -148,6 +148,18 @@ class WindowedView(Widget, can_focus=True):
             self.view = view
             self.text = text
 
+    class Grew(Message):
+        """New items were added at the end by a live update (:meth:`grow` / :meth:`replace_all`).
+
+        ``added``: blocks (rules not counted) that were not there before; ``stuck``: the view stayed at the bottom.
+        """
+
+        def __init__(self, view: WindowedView, added: int, stuck: bool) -> None:
+            super().__init__()
+            self.view = view
+            self.added = added
+            self.stuck = stuck
+
     def __init__(self, *, empty_text: str = "Loading…", name: str | None = None, id: str | None = None,
                  classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
@@ -169,6 +181,10 @@ class WindowedView(Widget, can_focus=True):
         self._text = empty_text
         self.rows_read = 0          # rows the store returned to this view (diagnostics and tests)
         self.fetches = 0
+        self._grow_from: tuple[int, int] | None = None   # last key before a live update asked for more
+        self._grow_added = 0
+        self._stick = False         # a live update keeps the view at the bottom
+        self._regrow = False        # a live update came while a page was read: read past the end again
 
     # ------------------------------------------------------------------ public state
 
@@ -188,6 +204,15 @@ class WindowedView(Widget, can_focus=True):
     @property
     def at_end(self) -> bool:
         return bool(self._items) and self._hi is None
+
+    @property
+    def at_bottom(self) -> bool:
+        """The window reaches the end and the last line of its last item is on screen (nothing is below)."""
+        if not self._items or self._hi is not None:
+            return not self._items and self._source is not None and not self._pending
+        layout = self._get_layout()
+        last = len(self._items) - 1
+        return any(i == last and line == self._height(last) - 1 for i, line in layout)
 
     @property
     def fetching(self) -> bool:
@@ -253,6 +278,81 @@ class WindowedView(Widget, can_focus=True):
         self._merge_markers()
         self._changed()
 
+    def grow(self, source: WindowSource, *, stick: bool) -> None:
+        """The source gained items after the window's end (a live session): read them, keeping the place.
+
+        With ``stick`` the view moves to the new bottom once they are read; otherwise it stays where it is and
+        :class:`Grew` says how many blocks were added (for an "N new" indicator)."""
+        self._source = source
+        self._stick = self._stick or stick
+        if not self._items:
+            self._grow_from = None
+            self._replace(JumpTarget("end" if stick else "start"))
+            return
+        if self._hi is not None and self._grow_from is None and not self._stick:
+            return  # the window ends before the old end: the new items are read when scrolled to
+        if self._grow_from is None:
+            self._grow_from = self._items[-1].key
+            self._grow_added = 0
+        if "after" in self._pending:
+            self._regrow = True  # the page in flight may have been read before the new rows were written
+            return
+        if self._hi is None:
+            self._hi = self._items[-1].seq
+        self._request("after", self._hi)
+
+    def replace_all(self, source: WindowSource, *, stick: bool) -> None:
+        """Show a new version of an in-memory source (every item in one chunk) keeping anchor and cursor by key.
+
+        Used for native transcripts, whose earlier blocks can change (a call's result arrived): every block is
+        drawn again. With ``stick`` the view moves to the new bottom; :class:`Grew` reports new blocks."""
+        old_last = self._items[-1].key if self._items else None
+        self._source = source
+        chunk = source.after(None)
+        self._generation += 1
+        self._pending.clear()
+        self._items = list(chunk.items)
+        self._lo, self._hi = chunk.lo, chunk.hi
+        self._rekey()
+        self._blocks.clear()
+        if not self._items:
+            self._anchor = self._cursor = None
+            self._text = self.EMPTY_TEXT
+        elif stick or self._anchor is None:
+            self._place(JumpTarget("end" if stick else "start"))
+        else:
+            pos = self._anchor_pos()
+            if pos is not None:
+                self._set_anchor(self._clamp(pos))
+            if self._cursor is not None and self._index(self._cursor) is None:
+                i = min(bisect.bisect_left(self._keys, self._cursor), len(self._items) - 1)
+                self._cursor = self._items[i].key
+        added = sum(1 for it in self._items if (old_last is None or it.key > old_last) and not it.is_rule)
+        self._changed()
+        if old_last is not None:
+            self.post_message(self.Grew(self, added, stick))
+
+    def _after_grow(self, chunk: Chunk) -> None:
+        """A page read for :meth:`grow` was added: count new blocks, read on, stick to the bottom when asked."""
+        start = self._grow_from
+        if start is None:
+            return
+        self._grow_added += sum(1 for it in chunk.items if it.key > start and not it.is_rule)
+        if self._regrow:
+            self._regrow = False
+            if self._hi is None and self._items:
+                self._hi = self._items[-1].seq
+            self._request("after", self._hi)
+            return
+        if self._hi is not None and self._stick:
+            self._request("after", self._hi)  # more than one page arrived: read through to the end
+            return
+        stuck = self._stick
+        if stuck and self._hi is None:
+            self._place(JumpTarget("end"))
+        added, self._grow_added, self._grow_from, self._stick = self._grow_added, 0, None, False
+        self.post_message(self.Grew(self, added, stuck))
+
     def _merge_markers(self) -> None:
         """Add the source's markers that fall inside the window's seq coverage and are not there yet."""
         if self._source is None or not self._items:
@@ -272,6 +372,7 @@ class WindowedView(Widget, can_focus=True):
         self._rekey()
 
     def _replace(self, target: JumpTarget) -> None:
+        self._grow_from, self._grow_added, self._regrow = None, 0, False
         self._generation += 1
         self._pending.clear()
         self._pending_lines = self._pending_cursor = 0
@@ -323,12 +424,20 @@ class WindowedView(Widget, can_focus=True):
                 self._text = self.EMPTY_TEXT
         elif event.direction == "after":
             if event.edge != self._hi or self._hi is None or not self._items:
+                if self._grow_from is not None and self._items:
+                    self._regrow = False
+                    if self._hi is None:
+                        self._hi = self._items[-1].seq
+                    self._request("after", self._hi)
                 self._changed()
                 return  # the window moved since; this page no longer joins it
             self._items.extend(chunk.items)
             self._hi = chunk.hi
             self._rekey()
             self._trim_front()
+            if self._grow_from is not None:
+                self._merge_markers()
+                self._after_grow(chunk)
         else:
             if event.edge != self._lo or self._lo is None or not self._items:
                 self._changed()
@@ -784,6 +893,23 @@ class TranscriptView(WindowedView):
         return [m.seq for m in src.markers if m.kind in kinds]
 
 
+class NativeBlocksView(WindowedView, inherit_bindings=False):
+    """A native transcript's records as blocks (``b`` is left to the screen: it switches branches)."""
+
+    EMPTY_TEXT: ClassVar[str] = "The transcript holds no records."
+    BINDINGS: ClassVar = actions.bindings("native-view")
+    HELP_TITLE: ClassVar[str] = "Native transcript view"
+
+
+class NativeRawView(WindowedView, inherit_bindings=False):
+    """A native file's lines by line number; unreadable lines in red with their reason."""
+
+    EMPTY_TEXT: ClassVar[str] = "The file has no lines."
+    BINDINGS: ClassVar = actions.bindings("native-view")
+    HELP_TITLE: ClassVar[str] = "Native lines view"
+    PREFETCH_SCREENS: ClassVar[int] = 3
+
+
 class RawEntriesView(WindowedView):
     """Every entry row of the session in seq order; unparsable rows in red with their parse error."""
 
@@ -792,6 +918,7 @@ class RawEntriesView(WindowedView):
 
 
 __all__ = [
-    "BIG_SEQ", "MESSAGE_PAGE", "ROW_PAGE", "Chunk", "JumpTarget", "RawEntriesView", "RawSource", "TranscriptSource",
+    "BIG_SEQ", "MESSAGE_PAGE", "ROW_PAGE", "Chunk", "JumpTarget", "NativeBlocksView", "NativeRawView", "RawEntriesView",
+    "RawSource", "TranscriptSource",
     "TranscriptView", "WindowSource", "WindowedView",
 ]

@@ -1,0 +1,735 @@
+"""The Transcript screen for native agent sessions: a captured Claude Code or Codex checkpoint (or a native file).
+
+It shares the Transcript screen's widgets — the Line-API view with its anchor scroll model, the block look, the
+raw view, copy and export — over in-memory sources (:mod:`tui.widgets.native_sources`): a native transcript is
+read whole by :mod:`store.native`, so every block is known at once.
+
+* a rewind (two typed prompts under one parent) shows one branch at a time under a fork marker; ``b`` shows the
+  next branch of the fork nearest the cursor;
+* a Task call names its sub-agent; ``enter`` on it opens the sub-agent's transcript in another such screen
+  (``esc`` comes back);
+* ``R`` / ``tab`` shows the file's numbered lines; ``y`` copies, ``e`` exports Markdown or JSON;
+* following (``F``, on by default): the agent's file on disk is checked every :data:`FOLLOW_POLL_S`; what it
+  appends is captured again (read-write directories, :func:`store.sessionlog.native_follower`) and the
+  transcript is read again. At the bottom the view follows; elsewhere "N new" is shown and nothing moves.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.style import Style
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.message import Message
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, Static
+
+from store.errors import StoreError
+from store.native import AGENT_CLAUDE_CODE, AGENT_CODEX, NativeSession, NativeTranscript, SubAgentLink
+from tui import actions
+from tui.formatting import describe_error, one_line, tildify
+from tui.screens import transcript_actions  # noqa: F401 - registers the keys below
+from tui.widgets.export_dialog import ExportDialog, ExportRequest, inside
+from tui.widgets.header import AppHeader
+from tui.widgets.native_sources import (
+    ForkMark,
+    NativeBlockSource,
+    NativeRawSource,
+    RawLine,
+    RecordView,
+    SubAgentNote,
+    agent_title,
+    build_blocks,
+    marker_keys,
+    session_links,
+)
+from tui.widgets.transcript_blocks import item_copy_text
+from tui.widgets.transcript_view import GUTTER, JumpTarget, NativeBlocksView, NativeRawView, WindowedView
+
+if TYPE_CHECKING:
+    from store.sessiondir import SessionDir
+    from store.sessionlog import FollowUpdate, NativeFollower
+    from tui.widgets.transcript_blocks import ViewItem
+
+FOLLOW_POLL_S = 0.5
+"""How often a followed file is looked at (a ``stat``; it is read only when it changed)."""
+
+
+@dataclass(frozen=True)
+class NativeRef:
+    """Which native transcript a screen shows: a checkpoint (agent + agent session id) or a file, and
+    optionally one of its sub-agents instead of the main transcript."""
+
+    agent: str
+    agent_session_id: str = ""
+    path: str = ""  # a native file read directly (no checkpoint)
+    subagent: str = ""  # the sub-agent's agent id
+
+    @property
+    def label(self) -> str:
+        base = self.agent_session_id or Path(self.path).name
+        return f"{base} / sub-agent {self.subagent}" if self.subagent else base
+
+
+@dataclass
+class NativeLoad:
+    """What a read found: the session, the disk file to follow and where it is captured from."""
+
+    session: NativeSession
+    disk_path: Path | None = None  # the shown transcript's file on disk ("" when unknown or gone)
+    capture_root: Path | None = None  # narrowest folder that captures it again (checkpoints, read-write only)
+    source_root: Path | None = None  # the folder a checkpoint's file paths are relative to
+    note: str = ""
+    from_disk: bool = False  # read from the file on disk instead of the checkpoint
+
+
+class NativeLoaded(Message):
+    def __init__(self, load: NativeLoad) -> None:
+        super().__init__()
+        self.load = load
+
+
+class NativeFailed(Message):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+class NativeBaselined(Message):
+    """The followed file was read once; ``catch_up``: it holds another number of records than is shown."""
+
+    def __init__(self, stat: tuple[int, int, int] | None, catch_up: bool) -> None:
+        super().__init__()
+        self.stat = stat
+        self.catch_up = catch_up
+
+
+class NativePolled(Message):
+    """A follow poll: what the follower said, and the session read again when it changed."""
+
+    def __init__(self, update: FollowUpdate | None, load: NativeLoad | None, error: str = "") -> None:
+        super().__init__()
+        self.update = update
+        self.load = load
+        self.error = error
+
+
+class NativeExported(Message):
+    def __init__(self, path: Path, chars: int, error: str = "") -> None:
+        super().__init__()
+        self.path = path
+        self.chars = chars
+        self.error = error
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def read_file_session(path: Path) -> NativeSession:
+    """A native file read directly: a Claude Code session file with its sub-agents beside it, a sub-agent file,
+    or a Codex rollout."""
+    from store.native import (
+        detect_agent,
+        link_claude_code_session,
+        parse_claude_code,
+        parse_codex,
+        read_claude_code_session,
+    )
+
+    data = path.read_bytes()
+    if detect_agent(data) == AGENT_CODEX:
+        t = parse_codex(data, str(path))
+        return NativeSession(AGENT_CODEX, t.session_id, t)
+    t = parse_claude_code(data, str(path))
+    if t.session_id and path.name == f"{t.session_id}.jsonl":
+        return read_claude_code_session(path.parent, t.session_id)
+    return link_claude_code_session(t, [])
+
+
+def _subagent_file(link: SubAgentLink, root: Path | None) -> Path | None:
+    if root is not None and link.transcript.path and not Path(link.transcript.path).is_absolute():
+        candidate = root / link.transcript.path
+        return candidate if candidate.is_file() else None
+    path = Path(link.transcript.path)
+    return path if path.is_absolute() and path.is_file() else None
+
+
+def load_native(sd: SessionDir, ref: NativeRef, *, prefer_disk: bool = False) -> NativeLoad:
+    """Read what ``ref`` names (in a worker). ``prefer_disk``: read a checkpoint's files from disk instead
+    (following in a read mode, where nothing can be captured)."""
+    if ref.path:
+        path = Path(ref.path)
+        session = read_file_session(path)
+        disk = path
+        if ref.subagent:
+            link = next((s for s in session.subagents if s.agent_id == ref.subagent), None)
+            disk = Path(link.transcript.path) if link is not None else None
+        return NativeLoad(session, disk)
+    from store.agentstate import checkpoint_info
+    from store.capture import read_checkpoint_session
+
+    info = checkpoint_info(sd, ref.agent, ref.agent_session_id)
+    root = Path(info.source_root) if info is not None and info.source_root else None
+    rel = info.state.transcript_path if info is not None and info.state is not None else ""
+    disk_main = root / rel if root is not None and rel else None
+    if disk_main is not None and not disk_main.is_file():
+        disk_main = None
+    session: NativeSession | None = None
+    from_disk = False
+    if prefer_disk and disk_main is not None:
+        session = _disk_session(ref.agent, disk_main, root)
+        from_disk = session is not None
+    if session is None:
+        session = read_checkpoint_session(sd, ref.agent, ref.agent_session_id)
+    if session is None:
+        raise StoreError("Nothing is published for this session: it has no checkpoint head, or its head is a reset.")
+    disk = disk_main
+    if ref.subagent:
+        link = next((s for s in session.subagents if s.agent_id == ref.subagent), None)
+        disk = _subagent_file(link, root) if link is not None else None
+    capture_root = None
+    if disk is not None and root is not None and not sd.mode.is_read:
+        capture_root = disk.parent if ref.agent == AGENT_CODEX else root / rel.split("/", 1)[0]
+    note = "" if disk is not None else "its file is not on disk here: not following"
+    return NativeLoad(session, disk, capture_root, root, note, from_disk)
+
+
+def _disk_session(agent: str, disk_main: Path, root: Path | None) -> NativeSession | None:
+    try:
+        if agent == AGENT_CODEX:
+            from store.native import read_codex_file
+
+            t = read_codex_file(disk_main)
+            return NativeSession(AGENT_CODEX, t.session_id, t)
+        from store.native import read_claude_code_session
+
+        return read_claude_code_session(disk_main.parent, disk_main.stem)
+    except OSError:
+        return None
+
+
+def _stat_of(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def native_title(session: NativeSession, t: NativeTranscript | None, link: SubAgentLink | None,
+                 follow: str = "") -> Text:
+    """Two lines: whose transcript this is, and what it holds."""
+    out = Text(no_wrap=True, overflow="ellipsis", end="")
+    if t is None:
+        out.append("(no transcript)", Style(bold=True))
+        return out
+    out.append(agent_title(session.agent), Style(bold=True))
+    if link is not None:
+        out.append(f"  ·  sub-agent {link.agent_id or '?'}", Style(bold=True))
+        out.append(f" of {session.session_id or '?'}", Style(dim=True))
+        where = f"spawned by Task at line {link.task_line:,}" if link.task_call_id else "no Task call names it"
+        out.append(f"  ·  {where}")
+    else:
+        out.append(f"  ·  {session.session_id or t.path}", Style(dim=True))
+    if t.cwd:
+        out.append(f"  ·  {tildify(t.cwd)}")
+    if t.version:
+        out.append(f"  ·  version {t.version}", Style(dim=True))
+    out.append("\n")
+    out.append(_plural(t.records, "record"))
+    out.append(f"  ·  {_plural(len(t.tool_pairs), 'tool call')}")
+    if t.interrupted:
+        out.append(f"  ·  ⚠ {len(t.interrupted)} interrupted", Style(bold=True, color="yellow"))
+    if t.forks:
+        branches = sum(len(f.branches) for f in t.forks)
+        out.append(f"  ·  ⑂ {_plural(len(t.forks), 'rewind')} ({branches} branches)", Style(color="magenta"))
+    if t.compactions:
+        out.append(f"  ·  {_plural(len(t.compactions), 'compaction')}")
+    if t.summaries:
+        dangling = sum(1 for s in t.summaries if s.dangling)
+        out.append(f"  ·  {_plural(len(t.summaries), 'summary')}" + (f" ({dangling} dangling)" if dangling else ""))
+    if link is None and session.subagents:
+        out.append(f"  ·  {_plural(len(session.subagents), 'sub-agent')}")
+    if t.incomplete_turns:
+        out.append(f"  ·  ⚠ {_plural(len(t.incomplete_turns), 'turn')} never completed",
+                   Style(bold=True, color="yellow"))
+    if t.unreadable:
+        out.append(f"  ·  ✗ {len(t.unreadable)} unreadable", Style(bold=True, color="red"))
+    if follow:
+        out.append(f"  ·  {follow}", Style(dim=True))
+    return out
+
+
+class NativeTranscriptScreen(Screen[None]):
+    """A native agent transcript in the Transcript screen's views: branches, sub-agents, raw lines, follow."""
+
+    CSS_PATH = "transcript.tcss"
+    BINDINGS: ClassVar = actions.bindings("native-transcript")
+    HELP_TITLE: ClassVar[str] = "Native transcript screen"
+    AUTO_FOCUS = "#transcript-view"
+
+    def __init__(self, sd: SessionDir, ref: NativeRef, *, session: NativeSession | None = None,
+                 disk_path: Path | None = None, capture_root: Path | None = None,
+                 source_root: Path | None = None) -> None:
+        super().__init__()
+        self.sd = sd
+        self.ref = ref
+        self.session: NativeSession | None = None
+        self.transcript: NativeTranscript | None = None
+        self.link: SubAgentLink | None = None
+        self.selection: dict[str, int] = {}
+        self.blocks: list[ViewItem] = []
+        self.error = ""
+        self.raw_mode = False
+        self.follow = True
+        self.follow_note = ""
+        self.new_count = 0
+        self.updates = 0  # follow updates applied (for tests and the status line)
+        self.disk_path: Path | None = disk_path
+        self.capture_root: Path | None = capture_root
+        self.source_root: Path | None = source_root
+        self.from_disk = False
+        self._given = session
+        self._follower: NativeFollower | None = None
+        self._follow_timer: Timer | None = None
+        self._polling = False
+        self._stat: tuple[int, int, int] | None = None
+
+    # --- layout -----------------------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield AppHeader(section="Transcript")
+        yield Static(f"Reading {agent_title(self.ref.agent)} {self.ref.label}…", id="transcript-title", markup=False)
+        yield Static("", id="raw-columns", markup=False)
+        yield NativeBlocksView(id="transcript-view")
+        yield NativeRawView(id="raw-view")
+        yield Static("", id="transcript-status", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.raw_view.display = False
+        self.query_one("#raw-columns").display = False
+        if self._given is not None:
+            self._show(NativeLoad(self._given, self.disk_path, self.capture_root, self.source_root))
+        else:
+            self._read(self.sd, self.ref)
+
+    def on_unmount(self) -> None:
+        self._stop_follow()
+
+    @property
+    def block_view(self) -> NativeBlocksView:
+        return self.query_one("#transcript-view", NativeBlocksView)
+
+    @property
+    def raw_view(self) -> NativeRawView:
+        return self.query_one("#raw-view", NativeRawView)
+
+    @property
+    def active_view(self) -> WindowedView:
+        return self.raw_view if self.raw_mode else self.block_view
+
+    @property
+    def loaded(self) -> bool:
+        return self.transcript is not None or bool(self.error)
+
+    # --- reading ----------------------------------------------------------------------------------------------
+
+    @work(thread=True, exclusive=True, group="native-read", exit_on_error=False, description="Read a native transcript")
+    def _read(self, sd: SessionDir, ref: NativeRef) -> None:
+        try:
+            load = load_native(sd, ref)
+        except OSError as exc:
+            self.post_message(NativeFailed(f"{ref.path or ref.label} cannot be read: {exc.strerror or exc}."))
+            return
+        except Exception as exc:  # noqa: BLE001 - SessionStateOutOfSync, or a bug: one line
+            self.post_message(NativeFailed(describe_error(exc)))
+            return
+        self.post_message(NativeLoaded(load))
+
+    @on(NativeLoaded)
+    def _loaded(self, message: NativeLoaded) -> None:
+        self._show(message.load)
+
+    def _pick(self, session: NativeSession) -> tuple[NativeTranscript | None, SubAgentLink | None]:
+        if self.ref.subagent:
+            link = next((s for s in session.subagents if s.agent_id == self.ref.subagent), None)
+            return (link.transcript if link else None), link
+        if session.main is None and len(session.subagents) == 1:
+            link = session.subagents[0]
+            return link.transcript, link
+        return session.main, None
+
+    def _build(self) -> list[ViewItem]:
+        assert self.session is not None and self.transcript is not None
+        links, unlinked = session_links(self.session)
+        if self.link is not None:
+            return build_blocks(self.transcript, self.selection, {}, [])
+        return build_blocks(self.transcript, self.selection, links, unlinked)
+
+    def _show(self, load: NativeLoad) -> None:
+        self.session = load.session
+        self.transcript, self.link = self._pick(load.session)
+        self.disk_path = load.disk_path
+        self.capture_root = load.capture_root
+        self.source_root = load.source_root
+        self.from_disk = load.from_disk
+        self.follow_note = load.note
+        if self.transcript is None:
+            what = f"sub-agent {self.ref.subagent}" if self.ref.subagent else "the session's own transcript"
+            self._fail(f"The checkpoint does not hold {what}.")
+            return
+        self.blocks = self._build()
+        self.block_view.set_source(NativeBlockSource(self.blocks))
+        self.raw_view.set_source(NativeRawSource(self.transcript))
+        self._show_title()
+        if self.follow:
+            self._start_follow()
+        self._show_status()
+
+    def _fail(self, text: str) -> None:
+        self.error = text
+        self.query_one("#transcript-title", Static).update(Text(f"✗ {text}", style=Style(bold=True, color="red")))
+        self.block_view.show_text(f"✗ {text}")
+        self.raw_view.show_text(f"✗ {text}")
+        self.notify(text, title="Cannot show the transcript", severity="error")
+
+    @on(NativeFailed)
+    def _failed(self, message: NativeFailed) -> None:
+        self._fail(message.text)
+
+    def _follow_label(self) -> str:
+        if not self.follow:
+            return "follow off"
+        if self.disk_path is None:
+            return self.follow_note or "not following"
+        if self.ref.path:
+            return "following the file"
+        if self.sd.mode.is_read:
+            return "following the file on disk (read-only: not captured)"
+        return "following: appended records are captured"
+
+    def _show_title(self) -> None:
+        if self.session is None:
+            return
+        self.query_one("#transcript-title", Static).update(
+            native_title(self.session, self.transcript, self.link, self._follow_label()))
+
+    # --- following --------------------------------------------------------------------------------------------
+
+    def _start_follow(self) -> None:
+        if self.disk_path is None or self._follow_timer is not None:
+            return
+        from store.sessionlog import NativeFollower, native_follower
+
+        if self._follower is None:
+            if self.capture_root is not None and not self.ref.path:
+                follower = native_follower(self.sd, self.ref.agent, self.capture_root, self.disk_path)
+            else:
+                follower = NativeFollower(self.disk_path)
+            self._follower = follower
+            self._polling = True
+            self._baseline(follower, self.disk_path, self.transcript.records if self.transcript else 0)
+        self._follow_timer = self.set_interval(FOLLOW_POLL_S, self._tick)
+
+    def _stop_follow(self) -> None:
+        if self._follow_timer is not None:
+            self._follow_timer.stop()
+            self._follow_timer = None
+
+    @work(thread=True, exclusive=True, group="native-baseline", exit_on_error=False, description="Read the followed file")
+    def _baseline(self, follower: NativeFollower, path: Path, shown: int) -> None:
+        """Read the file once without capturing (opening writes nothing); catch up when it already holds more."""
+        stat = _stat_of(path)
+        recapture, follower.recapture = follower.recapture, None
+        try:
+            follower.poll(None)
+        except Exception:  # noqa: BLE001 - the next poll tries again
+            stat = None
+        finally:
+            follower.recapture = recapture
+        self.post_message(NativeBaselined(stat, stat is not None and len(follower.records) != shown))
+
+    @on(NativeBaselined)
+    def _baselined(self, message: NativeBaselined) -> None:
+        self._polling = False
+        self._stat = message.stat
+        if message.catch_up:
+            self._tick(True)
+
+    def _tick(self, force: bool = False) -> None:
+        if self._polling or self._follower is None or not self.follow:
+            return
+        path = self.disk_path
+        if path is None:
+            return
+        stat = _stat_of(path)
+        if stat == self._stat and not force:
+            return
+        self._stat = stat
+        self._polling = True
+        self._poll(self.sd, self.ref, self._follower, force)
+
+    @work(thread=True, exclusive=False, group="native-follow", exit_on_error=False, description="Follow a native file")
+    def _poll(self, sd: SessionDir, ref: NativeRef, follower: NativeFollower, force: bool) -> None:
+        try:
+            before = follower.cursor
+            update = follower.poll(before)
+            if update.action == "none" and not force:
+                self.post_message(NativePolled(update, None))
+                return
+            if force and update.action == "none" and follower.recapture is not None:
+                follower.recapture()  # the file held more than the checkpoint when the screen opened
+            load = load_native(sd, ref, prefer_disk=sd.mode.is_read and not ref.path)
+        except Exception as exc:  # noqa: BLE001 - one line in the status; the next change tries again
+            self.post_message(NativePolled(None, None, describe_error(exc)))
+            return
+        self.post_message(NativePolled(update, load))
+
+    @on(NativePolled)
+    def _polled(self, message: NativePolled) -> None:
+        self._polling = False
+        if message.error:
+            self.follow_note = f"follow: {message.error}"
+            self._show_status()
+            return
+        if message.load is None or not self.follow:
+            return
+        update = message.update
+        if update is not None and update.action == "reload":
+            self.follow_note = "partial, reloading"
+        elif update is not None and update.action == "reset":
+            self.follow_note = "the file was rewritten: read again from scratch"
+        else:
+            self.follow_note = ""
+        self._apply(message.load, reset=update is not None and update.action == "reset")
+
+    def _apply(self, load: NativeLoad, *, reset: bool = False) -> None:
+        """Show a newer read of the session, keeping the place (at the bottom: follow it)."""
+        self.updates += 1
+        stick_blocks = self.block_view.at_bottom
+        stick_raw = self.raw_view.at_bottom
+        self.session = load.session
+        self.transcript, self.link = self._pick(load.session)
+        self.from_disk = load.from_disk
+        if self.transcript is None:
+            return
+        valid = {f.parent_uuid for f in self.transcript.forks}
+        self.selection = {k: v for k, v in self.selection.items() if k in valid}
+        self.blocks = self._build()
+        if reset:
+            self.block_view.set_source(NativeBlockSource(self.blocks), JumpTarget("end" if stick_blocks else "start"))
+            self.raw_view.set_source(NativeRawSource(self.transcript), JumpTarget("end" if stick_raw else "start"))
+        else:
+            self.block_view.replace_all(NativeBlockSource(self.blocks), stick=stick_blocks)
+            self.raw_view.replace_all(NativeRawSource(self.transcript), stick=stick_raw)
+        self._show_title()
+        self._show_status()
+
+    @on(WindowedView.Grew)
+    def _grew(self, message: WindowedView.Grew) -> None:
+        if message.view is self.active_view and not message.stuck and message.added > 0:
+            self.new_count += message.added
+        self._show_status()
+
+    def action_toggle_follow(self) -> None:
+        self.follow = not self.follow
+        if self.follow:
+            self._start_follow()
+            self._tick(True)
+            self.notify("Following: records the agent appends show up.", timeout=2)
+        else:
+            self._stop_follow()
+            self.notify("Not following.", timeout=2)
+        self._show_title()
+        self._show_status()
+
+    # --- status -----------------------------------------------------------------------------------------------
+
+    @on(WindowedView.Moved)
+    def _moved(self, message: WindowedView.Moved) -> None:
+        if message.view is self.active_view:
+            if self.new_count and message.view.at_bottom:
+                self.new_count = 0
+            self._show_status()
+
+    def _show_status(self) -> None:
+        view = self.active_view
+        parts = ["native lines" if self.raw_mode else "native records"]
+        item = view.cursor_item or view.anchor_item
+        if item is not None:
+            p = item.payload
+            if isinstance(p, (RecordView, RawLine)):
+                parts.append(f"cursor line {p.item.line:,}")
+            elif isinstance(p, ForkMark):
+                parts.append(f"cursor: fork at line {p.fork.parent_line:,}")
+        rank, total = view.position()
+        if total and view.items:
+            parts.append(f"{'line' if self.raw_mode else 'block'} {int(rank) + 1:,} of {total:,}")
+        parts.append("follow on" if self.follow and self.disk_path is not None else "follow off")
+        if self.new_count:
+            parts.append(f"▼ {self.new_count:,} new — G to see them")
+        if self.follow_note:
+            parts.append(self.follow_note)
+        self.query_one("#transcript-status", Static).update("  ·  ".join(parts))
+
+    # --- actions ----------------------------------------------------------------------------------------------
+
+    def action_toggle_raw(self) -> None:
+        self.raw_mode = not self.raw_mode
+        self.block_view.display = not self.raw_mode
+        self.raw_view.display = self.raw_mode
+        columns = self.query_one("#raw-columns", Static)
+        columns.display = self.raw_mode
+        if self.raw_mode:
+            columns.update(" " * GUTTER + "  line kind          record")
+        self.call_after_refresh(self.active_view.focus)
+        self._show_status()
+
+    def _cursor_index(self) -> int:
+        view = self.block_view
+        item = view.cursor_item or view.anchor_item
+        if item is None:
+            return 0
+        keys = [b.key for b in self.blocks]
+        return bisect.bisect_left(keys, item.key)
+
+    def action_switch_branch(self) -> None:
+        if self.raw_mode:
+            self.action_toggle_raw()
+        forks = [(i, b) for i, b in enumerate(self.blocks) if isinstance(b.payload, ForkMark)]
+        if not forks:
+            self.notify("This transcript has no rewind: there is only one branch.", timeout=3)
+            return
+        here = self._cursor_index()
+        above = [f for f in forks if f[0] <= here]
+        below = [f for f in forks if f[0] > here]
+        candidates = sorted(forks, key=lambda f: (abs(f[0] - here), f[0] > here))
+        _i, mark_item = (above[-1] if above and (not below or here - above[-1][0] <= below[0][0] - here)
+                         else candidates[0])
+        mark = mark_item.payload
+        assert isinstance(mark, ForkMark)
+        fork = mark.fork
+        new = (mark.chosen + 1) % len(fork.branches)
+        self.selection[fork.parent_uuid] = new
+        self.blocks = self._build()
+        target = next((b.seq for b in self.blocks
+                       if isinstance(b.payload, ForkMark) and b.payload.fork.parent_uuid == fork.parent_uuid), 0)
+        self.block_view.set_source(NativeBlockSource(self.blocks), JumpTarget("seq", target))
+        branch = fork.branches[new]
+        self.notify(f"Branch {new + 1} of {len(fork.branches)}: {one_line(branch.preview)[:80]}", timeout=3)
+        self._show_status()
+
+    def _subagent_under_cursor(self) -> SubAgentLink | None:
+        item = self.block_view.cursor_item
+        if item is None:
+            return None
+        p = item.payload
+        if isinstance(p, SubAgentNote):
+            return p.link
+        if isinstance(p, RecordView) and p.subagents:
+            return p.subagents[0]
+        return None
+
+    def action_open_subagent(self) -> None:
+        if self.session is None or self.raw_mode:
+            return
+        link = self._subagent_under_cursor()
+        if link is None:
+            self.notify("Put the cursor on a Task call that ran a sub-agent (↳), then press enter.", timeout=3)
+            return
+        disk = _subagent_file(link, self.source_root)
+        ref = NativeRef(self.ref.agent, self.ref.agent_session_id, self.ref.path, link.agent_id)
+        self.app.push_screen(NativeTranscriptScreen(self.sd, ref, session=self.session, disk_path=disk,
+                                                    capture_root=self.capture_root, source_root=self.source_root))
+
+    def _jump_marker(self, forward: bool) -> None:
+        keys = marker_keys(self.blocks)
+        if not keys:
+            self.notify("Nothing to jump to: no fork, compaction, summary, unreadable line or interrupted call.",
+                        timeout=3)
+            return
+        view = self.block_view
+        item = view.cursor_item or view.anchor_item
+        here = item.key if item is not None else (0, -1)
+        if forward:
+            i = bisect.bisect_right(keys, here)
+            target = keys[i] if i < len(keys) else None
+        else:
+            i = bisect.bisect_left(keys, here)
+            target = keys[i - 1] if i > 0 else None
+        if target is None:
+            self.notify(f"No {'later' if forward else 'earlier'} marker.", timeout=2)
+            return
+        view.jump_to_seq(target[1])
+
+    def action_next_marker(self) -> None:
+        if not self.raw_mode:
+            self._jump_marker(True)
+
+    def action_prev_marker(self) -> None:
+        if not self.raw_mode:
+            self._jump_marker(False)
+
+    def action_copy(self) -> None:
+        item = self.active_view.cursor_item
+        if item is None:
+            self.notify("Nothing under the cursor to copy.", severity="warning", timeout=3)
+            return
+        text, what = item_copy_text(item)
+        via = "clipboard"
+        try:
+            import pyperclip
+
+            pyperclip.copy(text)
+        except Exception:  # noqa: BLE001 - no clipboard backend here: use OSC 52
+            self.app.copy_to_clipboard(text)
+            via = "terminal clipboard (OSC 52)"
+        self.notify(f"Copied {what} to the {via}: {_plural(len(text), 'character')}.", timeout=3)
+
+    def action_export(self) -> None:
+        if self.transcript is None:
+            self.notify("The transcript is not loaded yet.", severity="warning", timeout=3)
+            return
+        name = (self.transcript.session_id or Path(self.transcript.path).stem) + (
+            f"-{self.link.agent_id}" if self.link is not None else "")
+        self.app.push_screen(ExportDialog(name, self.sd.root), self._export_chosen)
+
+    def _export_chosen(self, request: ExportRequest | None) -> None:
+        if request is not None and self.transcript is not None:
+            self._export(request, self.transcript, dict(self.selection))
+
+    @work(thread=True, exclusive=True, group="native-export", exit_on_error=False, description="Export a transcript")
+    def _export(self, request: ExportRequest, t: NativeTranscript, selection: dict[str, int]) -> None:
+        from store.native_export import native_json, native_markdown
+
+        path = request.path
+        try:
+            if inside(path, self.sd.root):
+                raise StoreError("Exports are never written inside the session directory.")
+            text = native_json(t, selection) if request.format == "json" else native_markdown(t, selection)
+            path.write_text(text, encoding="utf-8")
+        except StoreError as exc:
+            self.post_message(NativeExported(path, 0, str(exc)))
+        except OSError as exc:
+            self.post_message(NativeExported(path, 0, f"{path} could not be written: {exc.strerror or exc}."))
+        else:
+            self.post_message(NativeExported(path, len(text)))
+
+    @on(NativeExported)
+    def _exported(self, message: NativeExported) -> None:
+        if message.error:
+            self.notify(message.error, title="Export failed", severity="error")
+        else:
+            self.notify(f"Exported to {tildify(message.path)} ({_plural(message.chars, 'character')}).",
+                        title="Export")
+
+
+__all__ = ["NativeLoad", "NativeRef", "NativeTranscriptScreen", "load_native", "native_title", "read_file_session"]
