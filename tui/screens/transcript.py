@@ -4,6 +4,13 @@ Opening reads only cheap facts (``replay_plan``, the session summary, the turn m
 a worker; the views then read keyset windows of what is on screen (see :mod:`tui.widgets.transcript_view`).
 Nothing here writes to the session directory in any open mode: ``e`` writes only the export file, which
 must lie outside it.
+
+Following (``F``, on by default): the app's live hints (:class:`tui.live.LiveChanged`) that name this session
+make the screen ask :func:`store.sessionlog.follow_entries` what was appended after its cursor. New message rows
+are read past the window's end without reloading: at the bottom the view follows them, elsewhere "N new" is
+shown and nothing moves. A gap (more rows than one follow step reads) says "partial, reloading" and reloads in
+place; a cursor of another generation (the session was replaced) reloads from scratch; compactions and
+overrides change earlier blocks, so they reload in place too.
 """
 
 from __future__ import annotations
@@ -25,9 +32,11 @@ from store import entries
 from store.entries import ReplayPlan
 from store.errors import StoreError
 from store.sessiondir import SessionDir
+from store.sessionlog import Cursor, FollowUpdate
 from tui import actions
 from tui.screens import transcript_actions  # noqa: F401 - registers the keys below
-from tui.formatting import tildify
+from tui.formatting import describe_error, tildify
+from tui.live import LiveChanged
 from tui.widgets.export_dialog import ExportDialog, ExportRequest, inside
 from tui.widgets.header import AppHeader
 from tui.widgets.transcript_blocks import item_copy_text, raw_header
@@ -57,6 +66,7 @@ class SessionFacts:
     rows_before_window: int
     note: str = ""          # why some details are missing ("" when none)
     turns_loaded: bool = False  # turn markers are read after the first page (16k turns take ~0.2 s)
+    cursor: Cursor | None = None  # where following continues (read before the plan: nothing is missed)
 
 
 class FactsLoaded(Message):
@@ -83,6 +93,16 @@ class FactsFailed(Message):
     def __init__(self, text: str) -> None:
         super().__init__()
         self.text = text
+
+
+class FollowRead(Message):
+    """What a follow step found: the update, and the new plan when the rows only append messages."""
+
+    def __init__(self, update: FollowUpdate | None, plan: ReplayPlan | None, error: str = "") -> None:
+        super().__init__()
+        self.update = update
+        self.plan = plan
+        self.error = error
 
 
 class ExportFinished(Message):
@@ -139,6 +159,9 @@ class TranscriptScreen(Screen[None]):
     HELP_TITLE: ClassVar[str] = "Transcript screen"
     AUTO_FOCUS = "#transcript-view"
 
+    FOLLOW_LIMIT: ClassVar[int] = 512
+    """New rows one follow step reads at most; more is a gap ("partial, reloading")."""
+
     def __init__(self, sd: SessionDir, session_id: str) -> None:
         super().__init__()
         self.sd = sd
@@ -147,7 +170,15 @@ class TranscriptScreen(Screen[None]):
         self.error = ""
         self.raw_mode = False
         self._raw_started = False
+        self._raw_at_end = False
         self._background_started = False
+        self.follow = True
+        self.follow_note = ""
+        self.new_count = 0          # message blocks appended below the view since it was last at the bottom
+        self.reloads = 0            # follow reloads (gap, reset, compaction) — for the status line and tests
+        self._following = False     # a follow step is being read
+        self._follow_again = False  # a hint came while it was
+        self._reload_target: JumpTarget | None = None
 
     # --- layout -----------------------------------------------------------------------------------------------
 
@@ -197,6 +228,7 @@ class TranscriptScreen(Screen[None]):
                 session_id = summary.id
                 title, cwd, count = summary.title or summary.preview, summary.cwd, summary.message_count
                 channel = summary.channel_type + (f":{summary.channel_id}" if summary.channel_id else "")
+            cursor = _start_cursor(sd, session_id)
             plan = entries.replay_plan(sd, session_id)
             if note and plan.total_rows == 0:
                 raise SessionNotFound(f"No session has the id {session_id!r}.")
@@ -209,7 +241,7 @@ class TranscriptScreen(Screen[None]):
             return
         self.post_message(FactsLoaded(SessionFacts(
             session_id=session_id, title=title, cwd=cwd, channel=channel, message_count=count, plan=plan,
-            turns=[], rows_before_window=before, note=note,
+            turns=[], rows_before_window=before, note=note, cursor=cursor,
         )))
 
     @on(FactsLoaded)
@@ -218,7 +250,12 @@ class TranscriptScreen(Screen[None]):
         self.facts = f
         self.session_id = f.session_id
         self.query_one("#transcript-title", Static).update(title_text(f))
-        self.transcript_view.set_source(TranscriptSource(self.sd, f.plan, f.turns, base_rows=f.rows_before_window))
+        target, self._reload_target = self._reload_target or JumpTarget("start"), None
+        if self.follow_note.endswith("reloading"):
+            self.follow_note = self.follow_note.replace("reloading", "reloaded")
+        self.transcript_view.set_source(TranscriptSource(self.sd, f.plan, f.turns, base_rows=f.rows_before_window),
+                                        target)
+        self._raw_started = False
         if self.raw_mode:
             self._start_raw()
         self._background_started = False  # turns and the verify pass start once the first page is up
@@ -294,7 +331,9 @@ class TranscriptScreen(Screen[None]):
         if self._raw_started or self.facts is None:
             return
         self._raw_started = True
-        self.raw_view.set_source(RawSource(self.sd, self.facts.session_id, self.facts.plan.total_rows))
+        self.raw_view.set_source(RawSource(self.sd, self.facts.session_id, self.facts.plan.total_rows),
+                                 JumpTarget("end") if self.follow and self.new_count == 0 and self._raw_at_end else
+                                 JumpTarget("start"))
 
     # --- status -----------------------------------------------------------------------------------------------
 
@@ -303,6 +342,8 @@ class TranscriptScreen(Screen[None]):
         if message.view is self.transcript_view and message.view.items and not self._background_started:
             self.call_after_refresh(self._start_background_reads)  # after the first page is painted
         if message.view is self.active_view:
+            if self.new_count and message.view.at_bottom:
+                self.new_count = 0
             self._show_status()
 
     def _show_status(self) -> None:
@@ -319,6 +360,11 @@ class TranscriptScreen(Screen[None]):
             parts.append(f"{noun} ~{int(rank):,} of {total:,} ({pct}%)")
         if view.fetching:
             parts.append("reading…")
+        parts.append("follow on" if self.follow else "follow off")
+        if self.new_count:
+            parts.append(f"▼ {self.new_count:,} new — G to see them")
+        if self.follow_note:
+            parts.append(self.follow_note)
         self.query_one("#transcript-status", Static).update("  ·  ".join(parts))
 
     @staticmethod
@@ -402,6 +448,110 @@ class TranscriptScreen(Screen[None]):
     def action_prev_marker(self) -> None:
         self._jump(self._marker_seqs(), False, "compaction or override")
 
+    # --- following --------------------------------------------------------------------------------------------
+
+    def on_live_changed(self, message: LiveChanged) -> None:
+        """Another process changed sessions: when it names this one, read what was appended."""
+        if self.follow and self.facts is not None and message.concerns(self.facts.session_id):
+            self.follow_step()
+
+    def follow_step(self) -> None:
+        """Ask for the entries appended after the cursor (one step at a time; a hint meanwhile asks again)."""
+        f = self.facts
+        if f is None or not self.follow:
+            return
+        if self._following:
+            self._follow_again = True
+            return
+        self._following = True
+        self._follow_read(self.sd, f.session_id, f.cursor, self.FOLLOW_LIMIT)
+
+    @work(thread=True, exclusive=False, group="transcript-follow", exit_on_error=False, description="Follow the session")
+    def _follow_read(self, sd: SessionDir, session_id: str, cursor: Cursor | None, limit: int) -> None:
+        from store.sessionlog import ACTION_APPEND, follow_entries
+
+        try:
+            update = follow_entries(sd, session_id, cursor, limit=limit)
+            plan = None
+            if update.action == ACTION_APPEND and not any(
+                    getattr(r, "entry_type", "") in ("compaction", "content_override") for r in update.events):
+                plan = entries.replay_plan(sd, session_id)
+        except Exception as exc:  # noqa: BLE001 - one line in the status; the next hint tries again
+            self.post_message(FollowRead(None, None, describe_error(exc)))
+            return
+        self.post_message(FollowRead(update, plan))
+
+    @on(FollowRead)
+    def _follow_applied(self, message: FollowRead) -> None:
+        from store.sessionlog import ACTION_APPEND, ACTION_NONE, ACTION_RELOAD
+
+        self._following = False
+        again, self._follow_again = self._follow_again, False
+        f = self.facts
+        update = message.update
+        if message.error or update is None or f is None or not self.follow:
+            if message.error:
+                self.follow_note = f"follow: {message.error}"
+                self._show_status()
+            return
+        if update.action == ACTION_NONE or f.cursor is None:
+            self.facts = replace(f, cursor=update.cursor)  # no cursor yet: this step only takes one
+        elif update.action == ACTION_APPEND and message.plan is not None:
+            self._append(update, message.plan)
+        elif update.action == ACTION_APPEND or update.action == ACTION_RELOAD:
+            self.follow_note = "partial, reloading" if update.action == ACTION_RELOAD else "history changed, reloading"
+            self._reload(keep_place=True)
+        else:
+            self.follow_note = "the session was replaced: reloading from scratch"
+            self._reload(keep_place=False)
+        self._show_status()
+        if again:
+            self.follow_step()
+
+    def _append(self, update: FollowUpdate, plan: ReplayPlan) -> None:
+        """New rows that only append: read past the end of the views (following them at the bottom)."""
+        f = self.facts
+        assert f is not None
+        new_turns = [(r.seq, r.entry_type, str((r.parsed or {}).get("turnId", ""))) for r in update.events
+                     if r.parsed is not None and r.entry_type in ("turn_start", "turn_end")]
+        turns = sorted(set(f.turns) | set(new_turns)) if f.turns_loaded else f.turns
+        self.facts = f = replace(f, plan=plan, turns=turns, cursor=update.cursor)
+        self.follow_note = ""
+        self.query_one("#transcript-title", Static).update(title_text(f))
+        stick = self.transcript_view.at_bottom
+        self.transcript_view.grow(TranscriptSource(self.sd, plan, turns, base_rows=f.rows_before_window), stick=stick)
+        if self._raw_started:
+            self.raw_view.grow(RawSource(self.sd, f.session_id, plan.total_rows), stick=self.raw_view.at_bottom)
+        added = sum(1 for r in update.events if r.parsed is not None and r.entry_type == "message")
+        active_stuck = self.raw_view.at_bottom if self.raw_mode else stick
+        if not active_stuck:
+            self.new_count += added if not self.raw_mode else len(update.events)
+
+    def _reload(self, *, keep_place: bool) -> None:
+        """Read the session's facts again and show it from the same place (or from the start / the end)."""
+        self.reloads += 1
+        view = self.transcript_view
+        self._raw_at_end = self.raw_view.at_bottom
+        if view.at_bottom:
+            self._reload_target = JumpTarget("end")
+            self.new_count = 0
+        elif keep_place and view.anchor_item is not None and view.anchor_item.key[0] == 2:
+            self._reload_target = JumpTarget("seq", view.anchor_item.seq)
+        else:
+            self._reload_target = JumpTarget("start")
+            self.new_count = 0
+        self._load_facts(self.sd, self.session_id)
+
+    def action_toggle_follow(self) -> None:
+        self.follow = not self.follow
+        self.follow_note = ""
+        if self.follow:
+            self.notify("Following: entries other processes append show up.", timeout=2)
+            self.follow_step()  # catch up with what was appended while not following
+        else:
+            self.notify("Not following: the view stays as it is.", timeout=2)
+        self._show_status()
+
     def action_copy(self) -> None:
         item = self.active_view.cursor_item
         if item is None:
@@ -451,6 +601,16 @@ class TranscriptScreen(Screen[None]):
         else:
             self.notify(f"Exported to {tildify(message.path)} ({_plural(message.chars, 'character')}).",
                         title="Export")
+
+
+def _start_cursor(sd: SessionDir, session_id: str) -> Cursor | None:
+    """The follow cursor now (read before the plan, so rows written meanwhile are seen by the first step)."""
+    from store.sessionlog import follow_entries
+
+    try:
+        return follow_entries(sd, session_id, None, limit=1).cursor
+    except Exception:  # noqa: BLE001 - following is optional: without a cursor the first step resets it
+        return None
 
 
 __all__ = ["SessionFacts", "TranscriptScreen", "title_text"]
