@@ -1,4 +1,10 @@
-"""The Sessions screen: every session of the directory, filtered, sorted, opened as a transcript."""
+"""The Sessions screen: every session of the directory, filtered, sorted, opened as a transcript.
+
+Its source switch (``a``) cycles the mothx sessions of ``sessions.db`` and the captured Claude Code and Codex
+sessions (checkpoints, :mod:`store.native_catalog`); only sources that have sessions are offered, and the key is
+hidden while there are none. The captured lists are read only when shown (after the mothx list's first rows),
+so the mothx list starts as fast as before. A directory with no mothx sessions but captured ones opens on them.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Horizontal
+from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Static
@@ -25,6 +32,7 @@ if TYPE_CHECKING:
     from textual.widgets import Input
 
     from store.sessiondir import SessionDir
+    from tui.widgets.native_session_list import AgentSessionList
     from store.sessions import SessionPage
 
 FILTER_DEBOUNCE_S = 0.25
@@ -46,6 +54,32 @@ FACET_TITLES = {"cwd": "work dir", "project_id": "project", "channel_type": "cha
 actions.register(actions.ActionSpec(
     "sessions.runs", "session_runs", "R", "Runs",
     "Show the runs, leases and recovery records of the session under the cursor.", "sessions"))
+actions.register(actions.ActionSpec(
+    "sessions.source", "cycle_source", "a", "Source",
+    "Switch the list between mothx sessions and the captured Claude Code and Codex sessions.", "sessions"))
+
+SOURCE_MOTHX = "mothx"
+AGENT_ORDER = ("claude-code", "codex")
+SOURCE_TITLES = {SOURCE_MOTHX: "mothx sessions", "claude-code": "Claude Code", "codex": "Codex"}
+MOTHX_ONLY_ACTIONS = frozenset({"cycle_sort", "reverse_sort", "pick_facet", "session_runs"})
+"""Keys that act on mothx sessions only (dimmed while a captured agent's sessions are listed)."""
+
+
+class AgentsCounted(Message):
+    """How many captured sessions each agent has (``cycle``: the user asked for the next source)."""
+
+    def __init__(self, counts: dict[str, int], cycle: bool) -> None:
+        super().__init__()
+        self.counts = counts
+        self.cycle = cycle
+
+
+class AgentSessionsLoaded(Message):
+    def __init__(self, agent: str, rows: list[object], error: str = "") -> None:
+        super().__init__()
+        self.agent = agent
+        self.rows = rows
+        self.error = error
 
 
 class FilterBar(Horizontal):
@@ -76,6 +110,10 @@ class SessionsScreen(Screen[None]):
         self.total: int | None = None
         self.unfiltered_total: int | None = None
         self._debounce: Timer | None = None
+        self.source = SOURCE_MOTHX
+        self.agent_counts: dict[str, int] | None = None  # None until counted (after the first mothx rows)
+        self._counting = False
+        self._auto_source = True  # open on captured sessions once, when the directory has no mothx sessions
 
     # --- layout -----------------------------------------------------------------------------------------------
 
@@ -111,6 +149,10 @@ class SessionsScreen(Screen[None]):
             with filter_input.prevent(filter_input.Changed):
                 filter_input.value = ""
         self.query_one(SessionList).detach()
+        self.agent_counts = None
+        self._auto_source = True
+        if self.source != SOURCE_MOTHX:
+            self._show_source(SOURCE_MOTHX)
         self._set_count("Opening the session directory…")
         self.query_one(StatusBar).query_text = ""
 
@@ -176,7 +218,10 @@ class SessionsScreen(Screen[None]):
             self.call_after_refresh(start)  # after the first rows are painted
         if not self._is_filtered():
             self.unfiltered_total = message.total
-        self._show_count()
+        if self.agent_counts is None and self.sd is not None:
+            self.call_after_refresh(self._count_sources)  # after the first rows: the mothx list stays as fast
+        if self.source == SOURCE_MOTHX:
+            self._show_count()
 
     @on(SessionList.Failed)
     def _list_failed(self, message: SessionList.Failed) -> None:
@@ -184,6 +229,8 @@ class SessionsScreen(Screen[None]):
         self.notify(message.error, title="Cannot read sessions", severity="error")
 
     def _show_count(self) -> None:
+        if self.source != SOURCE_MOTHX:
+            return
         total = self.total
         if total is None:
             return
@@ -198,17 +245,25 @@ class SessionsScreen(Screen[None]):
         self.query_one(StatusBar).count = text
 
     def _show_query_state(self, query: ListQuery) -> None:
+        if self.source != SOURCE_MOTHX:
+            return
         arrow = "↓" if query.descending else "↑"
         parts = [f"sort: {SORT_TITLES.get(query.sort.value, query.sort.value)} {arrow}"]
         if self.facet is not None:
             parts.append(f"{FACET_TITLES.get(self.facet[0], self.facet[0])}: {self.facet[2]}")
         if self.search.strip():
             parts.append(f"/{self.search.strip()}")
+        if self._other_sources():
+            parts.insert(0, f"source: {SOURCE_TITLES[SOURCE_MOTHX]} (a: next)")
         self.query_one(StatusBar).query_text = "  ·  ".join(parts)
 
     # --- actions ----------------------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cycle_source":
+            return bool(self._other_sources())  # hidden while only mothx sessions exist
+        if action in MOTHX_ONLY_ACTIONS and self.source != SOURCE_MOTHX:
+            return None
         sd = self.sd
         return actions.check_write(action, sd is not None and sd.writable)
 
@@ -230,7 +285,7 @@ class SessionsScreen(Screen[None]):
         had_filter = self._is_filtered()
         for bar in self.query("#filter-bar"):
             bar.display = False
-        self.query_one(SessionList).focus()
+        self._active_list().focus()
         if had_filter:
             self.facet = None
             self.search = ""
@@ -239,6 +294,9 @@ class SessionsScreen(Screen[None]):
                 with filter_input.prevent(filter_input.Changed):
                     filter_input.value = ""
             self._run_query(keep_position=False)
+            if self.source != SOURCE_MOTHX:
+                self._agent_list().set_search("")
+                self._show_agent_status()
 
     @property
     def filter_visible(self) -> bool:
@@ -260,6 +318,10 @@ class SessionsScreen(Screen[None]):
     def action_refresh(self) -> None:
         self.unfiltered_total = None if self._is_filtered() else self.unfiltered_total
         self._run_query(keep_position=True)
+        if self.source != SOURCE_MOTHX and self.sd is not None:
+            self._read_agent_sessions(self.sd, self.source)
+        if self.sd is not None:
+            self._count_sources()
 
     def action_pick_facet(self) -> None:
         if self.sd is not None:
@@ -332,7 +394,7 @@ class SessionsScreen(Screen[None]):
             self._debounce.stop()
             self._debounce = None
         self._apply_filter(event.value)
-        self.query_one(SessionList).focus()
+        self._active_list().focus()
 
     def _apply_filter(self, value: str) -> None:
         self._debounce = None
@@ -340,6 +402,9 @@ class SessionsScreen(Screen[None]):
             return
         self.search = value
         self._run_query(keep_position=False)
+        if self.source != SOURCE_MOTHX:
+            self._agent_list().set_search(value)
+            self._show_agent_status()
 
     @property
     def filter_pending(self) -> bool:
@@ -365,6 +430,137 @@ class SessionsScreen(Screen[None]):
         else:
             session_list.refresh_sessions(message.sessions)
 
+    # --- the source switch: mothx sessions, captured Claude Code and Codex sessions ------------------------------
+
+    def _other_sources(self) -> list[str]:
+        counts = self.agent_counts or {}
+        return [a for a in AGENT_ORDER if counts.get(a)] + sorted(a for a in counts if a not in AGENT_ORDER and counts[a])
+
+    def _sources(self) -> list[str]:
+        return [SOURCE_MOTHX, *self._other_sources()]
+
+    def _count_sources(self, cycle: bool = False) -> None:
+        if self.sd is None or (self._counting and not cycle):
+            return
+        self._counting = True
+        self._count_agents(self.sd, cycle)
+
+    @work(thread=True, exclusive=True, group="sessions-sources", exit_on_error=False, description="Count captured sessions")
+    def _count_agents(self, sd: SessionDir, cycle: bool) -> None:
+        try:
+            from store.native_catalog import agent_session_counts
+
+            counts = agent_session_counts(sd)
+        except Exception as exc:  # noqa: BLE001 - captured sessions are optional: the mothx list still works
+            if cycle:
+                self.app.call_from_thread(self.notify, describe_error(exc), title="Cannot read captured sessions",
+                                          severity="error")
+            counts = {}
+        self.post_message(AgentsCounted(counts, cycle))
+
+    @on(AgentsCounted)
+    def _agents_counted(self, message: AgentsCounted) -> None:
+        self._counting = False
+        self.agent_counts = message.counts
+        self.refresh_bindings()
+        if self.source == SOURCE_MOTHX and self.total is not None:
+            self._show_query_state(self.current_query())
+        if self.source != SOURCE_MOTHX and self.source not in self._other_sources():
+            self._show_source(SOURCE_MOTHX)  # its sessions are gone
+        sources = self._sources()
+        if message.cycle:
+            if len(sources) == 1:
+                self.notify("There are no captured Claude Code or Codex sessions: capture them with "
+                            "`sessionscope capture claude-code` (or `codex`).", timeout=5)
+                return
+            here = sources.index(self.source) if self.source in sources else 0
+            self._show_source(sources[(here + 1) % len(sources)])
+        elif self._auto_source and self.total == 0 and not self._is_filtered() and len(sources) > 1:
+            self._show_source(sources[1])  # nothing in sessions.db: show what was captured
+        self._auto_source = False
+
+    def action_cycle_source(self) -> None:
+        self._auto_source = False
+        self._count_sources(cycle=True)
+
+    def _agent_list(self) -> AgentSessionList:
+        from tui.widgets.native_session_list import AgentSessionList
+
+        found = self.query(AgentSessionList)
+        if found:
+            return found.first()
+        widget = AgentSessionList(id="agent-sessions")
+        widget.display = False
+        self.mount(widget, after=self.query_one(SessionList))
+        return widget
+
+    def _active_list(self) -> SessionList | AgentSessionList:
+        return self.query_one(SessionList) if self.source == SOURCE_MOTHX else self._agent_list()
+
+    def _show_source(self, source: str) -> None:
+        self.source = source
+        session_list = self.query_one(SessionList)
+        if source == SOURCE_MOTHX:
+            for agent_list in self.query("#agent-sessions"):
+                agent_list.display = False
+            session_list.display = True
+            session_list.focus()
+            self._show_count()
+            self._show_query_state(self.current_query())
+        else:
+            agent_list = self._agent_list()
+            session_list.display = False
+            agent_list.display = True
+            agent_list.search = self.search.strip()
+            agent_list.begin(source)
+            self.call_after_refresh(agent_list.focus)  # it may have just been mounted
+            self._show_agent_status()
+            if self.sd is not None:
+                self._read_agent_sessions(self.sd, source)
+        self.refresh_bindings()
+
+    @work(thread=True, exclusive=True, group="sessions-agent-list", exit_on_error=False,
+          description="Read captured sessions")
+    def _read_agent_sessions(self, sd: SessionDir, agent: str) -> None:
+        try:
+            from store.native_catalog import list_agent_sessions
+
+            rows: list[object] = list(list_agent_sessions(sd, agent))
+        except Exception as exc:  # noqa: BLE001 - one line in the list, never a traceback
+            self.post_message(AgentSessionsLoaded(agent, [], describe_error(exc)))
+            return
+        self.post_message(AgentSessionsLoaded(agent, rows))
+
+    @on(AgentSessionsLoaded)
+    def _agent_sessions_loaded(self, message: AgentSessionsLoaded) -> None:
+        if message.agent != self.source:
+            return
+        agent_list = self._agent_list()
+        if message.error:
+            agent_list.show_message(f"✗ {message.error}")
+            self.notify(message.error, title="Cannot read captured sessions", severity="error")
+        else:
+            agent_list.show_rows(message.agent, message.rows)  # type: ignore[arg-type]
+        self._show_agent_status()
+
+    def _show_agent_status(self) -> None:
+        if self.source == SOURCE_MOTHX:
+            return
+        agent_list = self._agent_list()
+        title = SOURCE_TITLES.get(self.source, self.source)
+        bar = self.query_one(StatusBar)
+        if not agent_list.loaded:
+            bar.count = f"Reading {title} sessions…"
+        elif agent_list.search:
+            bar.count = f"{len(agent_list.rows):,} of {len(agent_list.all_rows):,} (filtered)"
+        else:
+            n = len(agent_list.all_rows)
+            bar.count = f"{n:,} {title} session{'' if n == 1 else 's'}"
+        parts = [f"source: {title} (a: next)", "captured checkpoints, newest last record first"]
+        if agent_list.search:
+            parts.append(f"/{agent_list.search}")
+        bar.query_text = "  ·  ".join(parts)
+
     # --- opening ----------------------------------------------------------------------------------------------
 
     @on(SessionList.Opened)
@@ -372,6 +568,17 @@ class SessionsScreen(Screen[None]):
         open_transcript = getattr(self.app, "open_transcript", None)
         if open_transcript is not None:
             open_transcript(message.session_id)
+
+    def on_agent_session_list_opened(self, message: AgentSessionList.Opened) -> None:
+        row = message.row
+        if self.sd is None:
+            return
+        if not row.openable:
+            self.notify(f"There is no checkpoint to read: {row.problem}.", title="Cannot open", severity="warning")
+            return
+        from tui.screens.native_transcript import NativeRef, NativeTranscriptScreen
+
+        self.app.push_screen(NativeTranscriptScreen(self.sd, NativeRef(row.agent, row.agent_session_id)))
 
 
 def _facet_item(item: object) -> tuple[str, str, int | None]:
