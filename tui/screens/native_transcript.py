@@ -254,7 +254,8 @@ def native_title(session: NativeSession, t: NativeTranscript | None, link: SubAg
         out.append(f"  ·  {_plural(len(t.compactions), 'compaction')}")
     if t.summaries:
         dangling = sum(1 for s in t.summaries if s.dangling)
-        out.append(f"  ·  {_plural(len(t.summaries), 'summary')}" + (f" ({dangling} dangling)" if dangling else ""))
+        n = len(t.summaries)
+        out.append(f"  ·  {n:,} summar{'y' if n == 1 else 'ies'}" + (f" ({dangling} dangling)" if dangling else ""))
     if link is None and session.subagents:
         out.append(f"  ·  {_plural(len(session.subagents), 'sub-agent')}")
     if t.incomplete_turns:

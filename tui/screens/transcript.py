@@ -178,6 +178,7 @@ class TranscriptScreen(Screen[None]):
         self.reloads = 0            # follow reloads (gap, reset, compaction) — for the status line and tests
         self._following = False     # a follow step is being read
         self._follow_again = False  # a hint came while it was
+        self._reloading = False     # a follow reload is reading the facts again
         self._reload_target: JumpTarget | None = None
 
     # --- layout -----------------------------------------------------------------------------------------------
@@ -253,6 +254,11 @@ class TranscriptScreen(Screen[None]):
         target, self._reload_target = self._reload_target or JumpTarget("start"), None
         if self.follow_note.endswith("reloading"):
             self.follow_note = self.follow_note.replace("reloading", "reloaded")
+        if self._reloading:
+            self._reloading = False
+            if self._follow_again:
+                self._follow_again = False
+                self.call_after_refresh(self.follow_step)
         self.transcript_view.set_source(TranscriptSource(self.sd, f.plan, f.turns, base_rows=f.rows_before_window),
                                         target)
         self._raw_started = False
@@ -316,6 +322,7 @@ class TranscriptScreen(Screen[None]):
 
     @on(FactsFailed)
     def _facts_failed(self, message: FactsFailed) -> None:
+        self._reloading = False
         self.error = message.text
         self.query_one("#transcript-title", Static).update(Text(f"✗ {message.text}", style=Style(bold=True, color="red")))
         self.transcript_view.show_text(f"✗ {message.text}")
@@ -460,8 +467,8 @@ class TranscriptScreen(Screen[None]):
         f = self.facts
         if f is None or not self.follow:
             return
-        if self._following:
-            self._follow_again = True
+        if self._following or self._reloading:
+            self._follow_again = True  # asked again once the step (or the reload) is done
             return
         self._following = True
         self._follow_read(self.sd, f.session_id, f.cursor, self.FOLLOW_LIMIT)
@@ -530,6 +537,7 @@ class TranscriptScreen(Screen[None]):
     def _reload(self, *, keep_place: bool) -> None:
         """Read the session's facts again and show it from the same place (or from the start / the end)."""
         self.reloads += 1
+        self._reloading = True
         view = self.transcript_view
         self._raw_at_end = self.raw_view.at_bottom
         if view.at_bottom:

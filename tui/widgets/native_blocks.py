@@ -68,7 +68,7 @@ def render_native(item: ViewItem, width: int, pal: Palette, console: Console) ->
     if item.kind == N_FORK and isinstance(p, ForkMark):
         return fork_lines(p, width, pal, console)
     if item.kind == N_QUIET and isinstance(p, RecordView):
-        return [quiet_line(p.item, width, pal)]
+        return [*_parent_marker(p, width, pal), quiet_line(p.item, width, pal)]
     if item.kind == N_TURN and isinstance(p, RecordView):
         return turn_rule(p.item, width, pal)
     if item.kind == N_SUBAGENT and isinstance(p, SubAgentNote):
@@ -190,6 +190,19 @@ def _call_lines(call: CallResult, width: int, pal: Palette, console: Console) ->
     return out
 
 
+def _parent_marker(view: RecordView, width: int, pal: Palette) -> list[Text]:
+    """A rule above a record whose parent sits in an unreadable line (or may: its parent is in no readable
+    record and an unreadable line comes before it)."""
+    item = view.item
+    if item.parent_state == "unreadable":
+        return [_rule(f"╌╌ under the unreadable line {item.parent_line:,} (its parent) ", "", "╌", pal.error, width,
+                      pal.base)]
+    if view.maybe_parent_line:
+        return [_rule(f"╌╌ its parent is in no readable record: the unreadable line {view.maybe_parent_line:,} "
+                      "may hold it ", "", "╌", pal.error, width, pal.base)]
+    return []
+
+
 def record_lines(view: RecordView, width: int, pal: Palette, console: Console) -> list[Text]:
     item = view.item
     base = pal.base
@@ -197,10 +210,7 @@ def record_lines(view: RecordView, width: int, pal: Palette, console: Console) -
         return unreadable_lines(item, width, pal, console)
     if item.kind in (K_COMPACT_BOUNDARY, K_COMPACTED):
         return compaction_lines(view, width, pal, console)
-    out: list[Text] = []
-    if item.parent_state == "unreadable":
-        out.append(_rule(f"╌╌ under the unreadable line {item.parent_line:,} (its parent) ", "", "╌", pal.error,
-                         width, base))
+    out = _parent_marker(view, width, pal)
     out.append(_header(view, width, pal))
     if item.kind == K_SUMMARY:
         _add_text(out, item.text or "(empty summary)", Style(italic=True), width, pal, console)
@@ -283,10 +293,7 @@ def record_lines(view: RecordView, width: int, pal: Palette, console: Console) -
 def compaction_lines(view: RecordView, width: int, pal: Palette, console: Console) -> list[Text]:
     item = view.item
     base = pal.base
-    out: list[Text] = []
-    if item.parent_state == "unreadable":
-        out.append(_rule(f"╌╌ under the unreadable line {item.parent_line:,} (its parent) ", "", "╌", pal.error,
-                         width, base))
+    out = _parent_marker(view, width, pal)
     if item.kind == K_COMPACT_BOUNDARY:
         facts = [f"{item.subtype}" if item.subtype else "compaction"]
         if item.tokens is not None:

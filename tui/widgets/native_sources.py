@@ -98,6 +98,7 @@ class RecordView:
     replacement: tuple[NativeItem, ...] = ()  # Codex compacted: the replacement history
     leaf_line: int = 0  # a summary whose leaf is in this file: that record's line
     results_elsewhere: tuple[str, ...] = ()  # tool_result blocks whose call is shown in its own block
+    maybe_parent_line: int = 0  # parent in no readable record: the nearest unreadable line before it
 
     @property
     def subagents(self) -> tuple[SubAgentLink, ...]:
@@ -181,6 +182,7 @@ def build_blocks(
         pairs.setdefault(p.call_id, p)
     shown_calls = {b.tool_id for it in shown for b in it.blocks if b.kind == "tool_use" and b.tool_id}
     uuid_lines = {it.uuid: it.line for it in t.items if it.uuid and it.kind != "unreadable"}
+    bad_lines = [it.line for it in t.items if it.kind == "unreadable"]
     b = _Builder(t, links or {})
     started: set[tuple[str, int]] = set()
     for item in shown:
@@ -225,9 +227,12 @@ def build_blocks(
         replacement: tuple[NativeItem, ...] = ()
         if item.kind == K_COMPACTED:
             replacement = next((c.replacement for c in t.compactions if c.line == item.line), ())
+        maybe = 0
+        if item.parent_state == "missing" and bad_lines and bad_lines[0] < item.line:
+            maybe = bad_lines[bisect.bisect_left(bad_lines, item.line) - 1]
         b.add(record_key(item.index), N_RECORD, RecordView(
             item, t.agent, tuple(calls), label, encrypted_sizes(item), replacement,
-            uuid_lines.get(item.leaf_uuid, 0) if item.kind == "summary" else 0, elsewhere,
+            uuid_lines.get(item.leaf_uuid, 0) if item.kind == "summary" else 0, elsewhere, maybe,
         ))
     base = len(t.items)
     for k, link in enumerate(unlinked):
@@ -260,6 +265,7 @@ def marker_keys(items: Sequence[ViewItem]) -> list[tuple[int, int]]:
         elif isinstance(p, RecordView):
             item = p.item
             if (is_compaction(item) or item.kind in ("summary", "unreadable") or item.parent_state == "unreadable"
+                    or p.maybe_parent_line
                     or any(c.interrupted for c in p.calls)
                     or {"incomplete_turn", "aborted_turn", "interrupted"} & item.flags
                     or item.kind == K_TURN_ABORTED):

@@ -274,8 +274,12 @@ class WindowedView(Widget, can_focus=True):
         """Read from ``source`` from now on, keeping the window, the place and any read in flight: the markers
         the new source knows (turns read after the first page) are merged into the loaded window, and into
         every page that still arrives from the old source."""
+        stick = self.at_bottom and bool(self._items)
         self._source = source
         self._merge_markers()
+        if stick and self.at_end:
+            self._layout = None
+            self._set_anchor(self._end_position())  # markers added below kept the view at the bottom
         self._changed()
 
     def grow(self, source: WindowSource, *, stick: bool) -> None:
