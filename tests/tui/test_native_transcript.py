@@ -442,3 +442,115 @@ def test_every_native_binding_is_registered_with_a_tooltip() -> None:
     assert "b" not in view_keys, "b reaches the screen (switch branch), not page up"
     assert actions.get("native-transcript.branch").key == "b"
     assert actions.get("native-transcript.follow").key == "F" and actions.get("transcript.follow").key == "F"
+
+
+# --- the Sessions screen's source switch -------------------------------------------------------------------------
+
+
+async def settle_sessions(pilot: Pilot[object]) -> None:
+    from tests.tui.appwait import settle as settle_app
+    from tui.screens.sessions import SessionsScreen
+    from tui.widgets.native_session_list import AgentSessionList
+
+    await settle_app(pilot)
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        await pilot.pause()
+        await pilot.app.workers.wait_for_complete()
+        screen = pilot.app.screen
+        ready = isinstance(screen, SessionsScreen) and screen.agent_counts is not None
+        if ready and screen.source != "mothx":
+            found = screen.query(AgentSessionList)
+            ready = bool(found) and found.first().loaded
+        if ready and not any(w.is_running for w in pilot.app.workers):
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the Sessions screen did not settle: {screen!r}")
+        await asyncio.sleep(0.02)
+
+
+def status_line(app: App[object]) -> str:
+    from tui.widgets.statusbar import StatusBar
+
+    bar = app.screen.query_one(StatusBar)
+    return f"{bar.count}  {bar.query_text}"
+
+
+async def test_sessions_screen_lists_captured_sessions_and_a_switches_source(captured: Path) -> None:
+    from tui.app import SessionscopeApp
+    from tui.widgets.native_session_list import AgentSessionList
+
+    app = SessionscopeApp(captured, OpenMode.READ_ONLY)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle_sessions(pilot)
+        screen = app.screen
+        assert screen.source == "claude-code", "no mothx session here: it opens on the captured ones"
+        agent_list = screen.query_one(AgentSessionList)
+        rows = agent_list.rows
+        assert [r.agent_session_id for r in rows] == [REWIND, WITH_SUBAGENT, OLD_SUBAGENT_SESSION, SUMMARIES], \
+            "newest last record first"
+        first = rows[0]
+        assert first.title.startswith("Ok, so there's isn't much to see here") and first.records == 61
+        assert first.cwd == "/home/user/project" and first.last_record_at == "2026-02-17T00:13:55.281Z"
+        assert rows[1].records == 59 + 6 and rows[1].files == 2, "the sub-agent file is part of the session"
+        assert "4 Claude Code sessions" in status_line(app) and "source: Claude Code" in status_line(app)
+
+        await pilot.press("a")
+        await settle_sessions(pilot)
+        assert screen.source == "codex" and len(agent_list.rows) == 3
+        assert "3 Codex sessions" in status_line(app)
+        await pilot.press("a")
+        await settle_sessions(pilot)
+        assert screen.source == "mothx" and status_line(app).startswith("0 sessions")
+        assert "source: mothx sessions" in status_line(app)
+        await pilot.press("a")
+        await settle_sessions(pilot)
+        assert screen.source == "claude-code"
+
+        await pilot.press("slash", *"please", "enter")
+        await settle_sessions(pilot)
+        assert [r.agent_session_id for r in agent_list.rows] == [SUMMARIES]
+        assert "1 of 4 (filtered)" in status_line(app)
+        await pilot.press("escape")
+        await settle_sessions(pilot)
+        assert len(agent_list.rows) == 4
+
+        await pilot.press("enter")
+        native = await open_native(pilot)
+        assert native.ref == NativeRef("claude-code", REWIND)
+        await pilot.press("escape")
+        await settle_sessions(pilot)
+        assert app.screen is screen and screen.source == "claude-code"
+
+
+async def test_the_mothx_list_is_unchanged_and_a_is_hidden_without_captures(demo_dir: Path,
+                                                                            real_fixtures: Path) -> None:
+    from tui.app import SessionscopeApp
+    from tui.widgets.keybar import KeyBar
+
+    app = SessionscopeApp(demo_dir, OpenMode.READ_ONLY)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle_sessions(pilot)
+        screen = app.screen
+        assert screen.source == "mothx" and screen.agent_counts == {}
+        assert screen.check_action("cycle_source", ()) is False
+        assert " a " not in app.screen.query_one(KeyBar).render().plain
+        assert "source:" not in status_line(app)
+
+    with open_session_dir(demo_dir, OpenMode.READ_WRITE) as sd:
+        capture_codex(sd, copy_fixtures(real_fixtures, demo_dir.parent / "sources")[1])
+    app = SessionscopeApp(demo_dir, OpenMode.READ_ONLY)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle_sessions(pilot)
+        screen = app.screen
+        assert screen.source == "mothx", "mothx sessions exist: the list opens on them as before"
+        assert screen.agent_counts == {"codex": 3} and screen.check_action("cycle_source", ()) is True
+        assert "a Source" in app.screen.query_one(KeyBar).render().plain
+        assert "source: mothx sessions (a: next)" in status_line(app)
+        await pilot.press("a")
+        await settle_sessions(pilot)
+        assert screen.source == "codex"
+        assert screen.check_action("cycle_sort", ()) is None, "sorting is for mothx sessions: dimmed here"
+        await pilot.press("a")
+        await settle_sessions(pilot)
+        assert screen.source == "mothx"
