@@ -164,6 +164,13 @@ def _call_lines(call: CallResult, width: int, pal: Palette, console: Console) ->
     if call.call_id:
         head.append(f"  {clean(call.call_id)}", pal.muted)
     out.extend(wrap(head, width, console))
+    if call.subagent is not None:
+        link = call.subagent
+        note_text = Text(style=base, end="")
+        note_text.append(f"    ↳ sub-agent {clean(link.agent_id) or '?'}: {link.transcript.records:,} records",
+                         Style.combine([pal.override, Style(bold=True)]))
+        note_text.append("  — enter opens it", pal.muted)
+        out.extend(wrap(note_text, width, console))
     shown, note = clip(clean(pretty_arguments(call.arguments)), max_lines=MAX_ARGUMENT_LINES)
     out.extend(wrap(JSON_HIGHLIGHTER(_text(shown, Style(), base)), width, console, Text("      ", style=base)))
     if note:
@@ -180,13 +187,6 @@ def _call_lines(call: CallResult, width: int, pal: Palette, console: Console) ->
         if call.result_text.strip():
             _add_text(out, call.result_text, pal.error if call.is_error else Style(), width, pal, console,
                       prefix="    │ ", prefix_style=pal.tool, max_lines=MAX_RESULT_LINES)
-    if call.subagent is not None:
-        link = call.subagent
-        note_text = Text(style=base, end="")
-        note_text.append(f"    ↳ sub-agent {clean(link.agent_id) or '?'}: {link.transcript.records:,} records",
-                         Style.combine([pal.override, Style(bold=True)]))
-        note_text.append("  — enter opens it", pal.muted)
-        out.extend(wrap(note_text, width, console))
     return out
 
 
