@@ -54,8 +54,52 @@ def _uri(path: Path, **params: str) -> str:
     return f"file:{quoted}?{query}"
 
 
+# Files this process holds open through SQLite, by (device, inode). Closing ANY file descriptor of a file drops
+# every POSIX lock the process holds on it, so reading a header with Python's open() while a connection of ours
+# is open would silently release that connection's locks: another process then thinks it is the last user of a
+# WAL database, checkpoints and deletes the -wal / -shm files, and our connection never sees a later commit
+# (and would write into an unlinked WAL). Such files are never opened from Python: their header was checked
+# when the first connection opened them.
+_IN_USE: dict[tuple[int, int], int] = {}
+_IN_USE_LOCK = threading.Lock()
+
+
+def _file_key(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def in_use(path: Path) -> bool:
+    """True when this process holds ``path`` open through a :class:`Database`."""
+    key = _file_key(path)
+    with _IN_USE_LOCK:
+        return key is not None and _IN_USE.get(key, 0) > 0
+
+
+def _hold(key: tuple[int, int] | None) -> None:
+    if key is not None:
+        with _IN_USE_LOCK:
+            _IN_USE[key] = _IN_USE.get(key, 0) + 1
+
+
+def _release(key: tuple[int, int] | None) -> None:
+    if key is None:
+        return
+    with _IN_USE_LOCK:
+        left = _IN_USE.get(key, 0) - 1
+        if left > 0:
+            _IN_USE[key] = left
+        else:
+            _IN_USE.pop(key, None)
+
+
 def _is_wal_file(path: Path) -> bool:
     """True when the database header says WAL mode (file format bytes 18 and 19 equal 2)."""
+    if in_use(path):
+        return True  # open here already (see _IN_USE); only WAL databases are kept open in read-write
     try:
         with path.open("rb") as fh:
             head = fh.read(20)
@@ -65,6 +109,8 @@ def _is_wal_file(path: Path) -> bool:
 
 
 def _check_header(path: Path) -> None:
+    if in_use(path):
+        return  # checked when it was first opened; reading it again would drop our own locks (see _IN_USE)
     try:
         with path.open("rb") as fh:
             head = fh.read(16)
@@ -102,6 +148,7 @@ class Database:
     private_copy: Path | None = None
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     _closed: bool = False
+    _file_key: tuple[int, int] | None = field(default=None, repr=False)  # held in _IN_USE while open
 
     @property
     def read_only(self) -> bool:
@@ -171,6 +218,7 @@ class Database:
                 pass
             finally:
                 self.conn.close()
+                _release(self._file_key)
                 if self.private_copy is not None:
                     shutil.rmtree(self.private_copy, ignore_errors=True)
 
@@ -247,7 +295,9 @@ def open_database(path: Path, mode: OpenMode, *, create: bool = False, foreign_k
             raise
     except sqlite3.Error as exc:
         raise describe_sqlite_error(path, exc) from exc
-    return Database(path=path, mode=mode, conn=conn, access=access, private_copy=private)
+    key = _file_key(path) if private is None else None
+    _hold(key)
+    return Database(path=path, mode=mode, conn=conn, access=access, private_copy=private, _file_key=key)
 
 
 def _open_read(path: Path, mode: OpenMode) -> tuple[sqlite3.Connection, str, Path | None]:

@@ -113,6 +113,30 @@ async def test_at_the_bottom_new_entries_appear_and_the_view_follows(demo_dir: P
         assert screen.facts is not None and screen.facts.plan.total_rows == rows_before + 2
         assert "▼" not in status(screen)
 
+        # a second write is seen too (the integrity check's own connection must not have dropped our locks)
+        append_messages(demo_dir, sid, ["follow three: a later write"])
+        await wait_for(pilot, lambda: "follow three: a later write" in screen_text(app), "the second write to show")
+        assert screen.facts.plan.total_rows == rows_before + 3
+
+
+def test_a_second_connection_of_ours_keeps_the_first_one_live(demo_dir: Path, demo_sessions: DemoSessions) -> None:
+    """Closing any file descriptor of sessions.db drops this process's POSIX locks on it; the store must never
+    read the header of a file it holds open, or a foreign writer deletes the WAL under our connection."""
+    from tui.app import quick_check_aside
+
+    sid = demo_sessions.tool_error
+    with open_session_dir(demo_dir, OpenMode.READ_WRITE) as sd:
+        def top() -> int:
+            with sd.db.read() as conn:
+                return int(conn.execute("SELECT max(seq) FROM entries").fetchone()[0])
+
+        start = top()
+        assert quick_check_aside(sd) == "ok"  # opens and closes a second connection to the same file
+        for n in range(3):
+            append_messages(demo_dir, sid, [f"write {n}"])
+            assert top() == start + n + 1
+            assert (demo_dir / "sessions.db-wal").exists(), "our connection still counts as a user of the WAL"
+
 
 async def test_scrolled_up_it_says_n_new_and_does_not_move(demo_dir: Path, demo_sessions: DemoSessions) -> None:
     sid = demo_sessions.long  # many pages: the window does not reach the end from the top
