@@ -554,3 +554,48 @@ async def test_the_mothx_list_is_unchanged_and_a_is_hidden_without_captures(demo
         await pilot.press("a")
         await settle_sessions(pilot)
         assert screen.source == "mothx"
+
+
+# --- compaction markers (no real fixture has one: records written the way the agents write them) ---------------
+
+
+async def test_compactions_show_as_markers_with_token_counts(tmp_path: Path) -> None:
+    sid = "5e55c0de-0000-4000-8000-00000000c0de"
+    base = {"sessionId": sid, "cwd": "/work", "version": "2.1.42", "isSidechain": False, "userType": "external"}
+    claude = [
+        {**base, "type": "user", "uuid": "u1", "parentUuid": None, "timestamp": "2026-03-01T10:00:00Z",
+         "message": {"role": "user", "content": "first prompt"}},
+        {**base, "type": "system", "subtype": "compact_boundary", "uuid": "c1", "parentUuid": None,
+         "logicalParentUuid": "u1", "timestamp": "2026-03-01T10:05:00Z", "content": "Conversation compacted",
+         "compactMetadata": {"trigger": "auto", "preTokens": 155123}},
+        {**base, "type": "user", "uuid": "s1", "parentUuid": "c1", "isCompactSummary": True,
+         "timestamp": "2026-03-01T10:05:01Z",
+         "message": {"role": "user", "content": "This session is being continued. Summary: the work so far."}},
+    ]
+    codex = [
+        {"timestamp": "2026-03-01T10:00:00Z", "type": "session_meta", "payload": {"id": "c0dex", "cwd": "/work",
+                                                                                  "cli_version": "0.104.0"}},
+        {"timestamp": "2026-03-01T10:05:00Z", "type": "compacted", "payload": {
+            "message": "the history so far, compacted",
+            "replacement_history": [{"type": "message", "role": "user",
+                                     "content": [{"type": "input_text", "text": "kept prompt"}]}]}},
+    ]
+    root = tmp_path / "sessions"
+    with open_session_dir(root, OpenMode.READ_WRITE, create=True) as sd:
+        for name, records, agent in (("claude.jsonl", claude, "claude-code"), ("rollout.jsonl", codex, "codex")):
+            path = tmp_path / name
+            path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+            app = NativeHost(sd, NativeRef(agent, path=str(path)))
+            async with app.run_test(size=SIZE) as pilot:
+                screen = await open_native(pilot)
+                text = all_blocks_text(screen)
+                if agent == "claude-code":
+                    assert "━━ compaction · auto · 155,123 tokens before" in text
+                    assert "◆ compact summary" in text and "Summary: the work so far." in text
+                    assert "2 compactions" in title(screen)
+                else:
+                    assert "━━ compacted · 1 replacement item" in text and "the history so far, compacted" in text
+                    assert "user: kept prompt" in text
+                await pilot.press("g", "right_square_bracket")
+                screen = await settle(pilot)
+                assert "━━ compact" in visible(screen), "] visits the compaction"
