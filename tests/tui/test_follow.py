@@ -180,6 +180,27 @@ async def test_a_gap_says_partial_and_reloads(demo_dir: Path, demo_sessions: Dem
         assert screen.transcript_view.at_bottom, "the reload kept the view at the bottom"
 
 
+async def test_a_replaced_session_reloads_from_scratch(demo_dir: Path, demo_sessions: DemoSessions) -> None:
+    """The follow generation is the session id with its creation time: a session written anew is another one."""
+    from tests.tui.test_live import foreign_write
+
+    sid = demo_sessions.tool_error
+    app = SessionscopeApp(demo_dir, OpenMode.READ_WRITE, clock=lambda: DEMO_NOW_UNIX, live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_followed(pilot, app, sid)
+        await pilot.press("G")
+        await settle_transcript(pilot)
+        old = screen.facts.cursor  # type: ignore[union-attr]
+        foreign_write(demo_dir, "UPDATE sessions SET timestamp = ? WHERE id = ?", ["2026-11-20T12:45:00Z", sid])
+        append_messages(demo_dir, sid, ["the first entry of the new generation"])
+        await wait_for(pilot, lambda: screen.reloads >= 1 and "the first entry of the new generation" in
+                       screen_text(app), "the reload from scratch")
+        await settle_transcript(pilot)
+        assert "reloaded from scratch" in screen.follow_note
+        assert screen.facts is not None and screen.facts.cursor is not None and old is not None
+        assert screen.facts.cursor.generation != old.generation
+
+
 async def test_F_stops_following_and_catches_up_when_turned_on(demo_dir: Path, demo_sessions: DemoSessions) -> None:
     sid = demo_sessions.tool_error
     app = SessionscopeApp(demo_dir, OpenMode.READ_WRITE, clock=lambda: DEMO_NOW_UNIX, live=False)

@@ -252,7 +252,7 @@ class TranscriptScreen(Screen[None]):
         self.session_id = f.session_id
         self.query_one("#transcript-title", Static).update(title_text(f))
         target, self._reload_target = self._reload_target or JumpTarget("start"), None
-        if self.follow_note.endswith("reloading"):
+        if "reloading" in self.follow_note:
             self.follow_note = self.follow_note.replace("reloading", "reloaded")
         if self._reloading:
             self._reloading = False
