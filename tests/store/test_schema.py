@@ -8,9 +8,19 @@ from pathlib import Path
 
 import pytest
 
+import store.schema as schema_module
 from store.db import OpenMode
 from store.errors import ReadOnlyStore
-from store.schema import CURRENT_VERSION, MIGRATIONS, create_v43, expected_layout, inspect_schema
+from store.schema import (
+    CURRENT_VERSION,
+    EXPECTED_LAYOUT,
+    MIGRATIONS,
+    create_v43,
+    expected_layout,
+    inspect_schema,
+    layout_from_ddl,
+    layout_source,
+)
 from store.sessiondir import open_session_dir
 
 SESSION_ID = "0123456789abcdef"
@@ -124,6 +134,28 @@ def test_fresh_layout_is_current(tmp_path: Path) -> None:
         assert not info.has("worktrees") and not info.has("sessions", "no_such_column")
         assert info.columns == dict(expected_layout())
         sd.require_writable()
+
+
+def test_expected_layout_constant_matches_the_reference_ddl() -> None:
+    """EXPECTED_LAYOUT is generated from store/sql/; regenerate it with ``python -m store.schema``."""
+    built = layout_from_ddl()
+    assert list(EXPECTED_LAYOUT.items()) == list(built.items()), "run: python -m store.schema"
+    assert layout_source(built) in Path(schema_module.__file__).read_text(encoding="utf-8")  # as generated
+    copy = expected_layout()
+    copy["sessions"] = ()
+    assert EXPECTED_LAYOUT["sessions"] and expected_layout() == dict(EXPECTED_LAYOUT)
+
+
+def test_layout_is_read_in_column_order_including_odd_table_names(tmp_path: Path) -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute('CREATE TABLE "we""ird name" (b TEXT, a INTEGER, "c d" BLOB)')
+    conn.execute("CREATE TABLE sessions (id TEXT PRIMARY KEY, cwd TEXT)")
+    conn.execute("CREATE TABLE entries (seq INTEGER PRIMARY KEY, session_id TEXT)")
+    conn.execute("CREATE INDEX x ON sessions(cwd)")
+    info = inspect_schema(conn)
+    assert info.columns == {"entries": ("seq", "session_id"), "sessions": ("id", "cwd"),
+                            'we"ird name': ("b", "a", "c d")}
+    assert list(info.columns) == sorted(info.columns)
 
 
 def test_historical_numbered_records_do_not_change_the_version(tmp_path: Path) -> None:
