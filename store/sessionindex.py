@@ -23,7 +23,6 @@ Nothing here writes to the session directory.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -48,6 +47,11 @@ from store.aggregates import (
     reader_uri,
 )
 from store.errors import StoreError
+
+try:  # CPython's own SHA-256: importing hashlib first loads OpenSSL (~1 ms on the path to the first window)
+    from _sha256 import sha256
+except ImportError:  # pragma: no cover - other interpreters
+    from hashlib import sha256
 
 if TYPE_CHECKING:
     from store.sessiondir import SessionDir
@@ -106,7 +110,7 @@ _CACHE_DDL = (
 
 def cache_path_for(db_path: Path) -> Path:
     """Where the aggregate cache of the database at ``db_path`` lives (never inside its directory)."""
-    key = hashlib.sha256(os.path.realpath(db_path).encode("utf-8", "surrogateescape")).hexdigest()
+    key = sha256(os.path.realpath(db_path).encode("utf-8", "surrogateescape")).hexdigest()
     return paths.cache_dir() / "index" / f"{key}.db"
 
 
@@ -138,13 +142,18 @@ def _open_cache(path: Path | None, src_uri: str) -> sqlite3.Connection:
 # The index of one open session directory
 
 
-@dataclass
 class _Checks:
-    token: tuple[int, int]
-    max_seq: int
-    high_water: int
-    covered_now: int            # entries with a session id and seq <= the cached max_seq, as the database has them
-    sample_conflict: bool
+    """What a sync found in the database (a plain class: a dataclass costs time to define at import)."""
+
+    __slots__ = ("token", "max_seq", "high_water", "covered_now", "sample_conflict")
+
+    def __init__(self, token: tuple[int, int], max_seq: int, high_water: int, covered_now: int,
+                 sample_conflict: bool) -> None:
+        self.token = token
+        self.max_seq = max_seq
+        self.high_water = high_water
+        self.covered_now = covered_now  # entries with a session id and seq <= the cached max_seq (-1: not counted)
+        self.sample_conflict = sample_conflict
 
 
 class SessionIndex:
@@ -166,6 +175,8 @@ class SessionIndex:
         self.generation = 0          # bumped by every sync that may have changed what a list shows
         self.last_sync = ""
         self.last_sync_seconds = 0.0
+        self.defer_deletion_check = False   # the next sync leaves out the deletion check (see verify())
+        self.deletion_check_pending = False
 
     # -- connection --------------------------------------------------------------------------------------
 
@@ -236,6 +247,25 @@ class SessionIndex:
             self.last_sync_seconds = time.perf_counter() - started
             self.generation += 1
 
+    def verify(self, sd: SessionDir) -> bool:
+        """Run the deletion check that a deferred sync left out (see ``defer_deletion_check``).
+
+        True when it found entries deleted since the cache was written: the aggregates were then repaired
+        and ``generation`` moved on, so what a list shows may have changed.
+        """
+        with self.lock:
+            if not self.deletion_check_pending:
+                return False
+            self.deletion_check_pending = False
+            if self.meta is None:
+                return False
+            with sd.db.read() as conn:
+                checks = self._checks(conn, deletions=True)
+            if checks.covered_now == self._covered():
+                return False
+            self.sync(sd)
+            return self.last_sync != "unchanged"
+
     def info(self) -> IndexInfo:
         with self.lock:
             sessions, entries = self.conn.execute("SELECT count(*), COALESCE(SUM(entry_count), 0) FROM agg").fetchone()
@@ -254,7 +284,12 @@ class SessionIndex:
 
     # -- sync ----------------------------------------------------------------------------------------------
 
-    def _checks(self, conn: sqlite3.Connection) -> _Checks:
+    def _covered(self) -> int:
+        return as_int(self.conn.execute("SELECT COALESCE(SUM(entry_count), 0) FROM agg").fetchone()[0])
+
+    def _checks(self, conn: sqlite3.Connection, *, deletions: bool) -> _Checks:
+        """What changed since ``self.meta``. Without ``deletions`` the counts that detect deleted entries (a
+        pass over an index of every entry) are left out: ``covered_now`` is then -1."""
         seq = self.layout.seq
         max_seq = as_int(conn.execute(f"SELECT MAX({seq}) FROM entries").fetchone()[0])
         high_water = max_seq
@@ -262,15 +297,16 @@ class SessionIndex:
             row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entries'").fetchone()
             if row is not None:
                 high_water = max(high_water, as_int(row[0]))
-        covered_now = 0
+        covered_now = 0 if deletions else -1
         conflict = False
         if self.meta is not None:
             base = self.meta.max_seq
-            total = as_int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
-            newer = as_int(conn.execute(f"SELECT count(*) FROM entries WHERE {seq} > ?", (base,)).fetchone()[0])
-            orphans = as_int(conn.execute(
-                f"SELECT count(*) FROM entries WHERE session_id IS NULL AND {seq} <= ?", (base,)).fetchone()[0])
-            covered_now = total - newer - orphans
+            if deletions:
+                total = as_int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
+                newer = as_int(conn.execute(f"SELECT count(*) FROM entries WHERE {seq} > ?", (base,)).fetchone()[0])
+                orphans = as_int(conn.execute(
+                    f"SELECT count(*) FROM entries WHERE session_id IS NULL AND {seq} <= ?", (base,)).fetchone()[0])
+                covered_now = total - newer - orphans
             for s, eid in self.meta.samples:
                 row = conn.execute(f"SELECT id FROM entries WHERE {seq} = ?", (s,)).fetchone()
                 if row is not None and as_text(row[0]) != eid:
@@ -281,15 +317,17 @@ class SessionIndex:
     def _sync(self, sd: SessionDir, *, full: bool) -> None:
         # The cache file is the truth (another process may have moved it on since our last sync).
         meta = self.meta = self._read_meta()
+        deletions = full or not self.defer_deletion_check
+        self.defer_deletion_check = False
         with sd.db.read() as conn:
-            checks = self._checks(conn)
+            checks = self._checks(conn, deletions=deletions)
         rebuild = full or meta is None or checks.sample_conflict or checks.high_water < meta.high_water
+        self.deletion_check_pending = not deletions and not rebuild
         changed: dict[str, Aggregate] = {}
         removed: set[str] = set()
         kind = "unchanged"
-        if not rebuild and meta is not None:
-            covered = as_int(self.conn.execute("SELECT COALESCE(SUM(entry_count), 0) FROM agg").fetchone()[0])
-            if checks.covered_now != covered:
+        if not rebuild and meta is not None and deletions:
+            if checks.covered_now != self._covered():
                 kind = "repair"
                 rebuild = not self._repair(sd, meta.max_seq, changed, removed)
         if rebuild:

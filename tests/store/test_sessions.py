@@ -480,6 +480,36 @@ def test_deleted_entries_and_sessions_are_repaired(writer: Writer) -> None:
         assert ids[3] not in by_id and by_id[ids[5]].preview == "m5-1" and by_id[ids[0]].title == ""
 
 
+def test_deferred_deletion_check_serves_the_cache_then_repairs(writer: Writer) -> None:
+    w = writer
+    ids = [w.session(f"{i:016x}", t=i) for i in range(6)]
+    seqs = {sid: [w.user(sid, f"m{sid[-1]}-{k}") for k in range(3)] for sid in ids}
+    with open_session_dir(w.root, OpenMode.READ_ONLY) as sd:
+        listed(sd)
+    w.conn.execute("DELETE FROM entries WHERE seq = ?", (seqs[ids[2]][0],))     # an entry of a session that stays
+    w.delete_session(ids[4])
+    w.user(ids[1], "appended")                                                   # and one appended
+    with open_session_dir(w.root, OpenMode.READ_ONLY) as sd:
+        sessions_mod.defer_deletion_check(sd)
+        before = {r.id: r for r in listed(sd)}
+        assert index_info(sd).last_sync == "incremental"
+        assert ids[4] not in before                       # a deleted session goes with its sessions row
+        assert before[ids[1]].message_count == 4          # appended entries are counted at once
+        assert before[ids[2]].message_count == 3 and before[ids[2]].preview == "m2-0"   # not checked yet
+        assert sessions_mod.verify_list(sd) is True
+        after = listed(sd)
+        assert sorted(after, key=lambda r: r.id) == sorted(reference_rows(w.path), key=lambda r: r.id)
+        assert {r.id: r for r in after}[ids[2]].preview == "m2-1"
+        assert sessions_mod.verify_list(sd) is False      # once only
+    with open_session_dir(w.root, OpenMode.READ_ONLY) as sd:  # nothing deleted since: verify finds nothing
+        sessions_mod.defer_deletion_check(sd)
+        listed(sd)
+        assert index_info(sd).last_sync == "unchanged"
+        assert sessions_mod.verify_list(sd) is False
+    with open_session_dir(w.root, OpenMode.READ_ONLY) as sd:  # without deferring, nothing is pending
+        assert sessions_mod.verify_list(sd) is False
+
+
 def test_another_database_at_the_same_path_is_rebuilt(tmp_path: Path) -> None:
     w = new_dir(tmp_path / "s")
     for i in range(5):
