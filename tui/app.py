@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING, ClassVar
 
 from textual import on, work
 from textual.app import App
+from textual.message import Message
 from textual.reactive import reactive
 
 from store.db import OpenMode
 from tui import actions
 from tui.formatting import describe_error, tildify
-from tui.live import LiveFlush, LiveUpdates, live_wanted
+from tui.live import LiveChanged, LiveFlush, LiveUpdates, deliver, live_wanted
 from tui.messages import DemoReady, IntegrityChecked, KeymapChecked, SessionResolved, StoreFailed, StoreOpened
 from tui.theming import DEFAULT_THEME, THEMES_DIR, load_themes, remember_theme, remembered_theme
 from tui.widgets.badge import badge_text
@@ -99,14 +100,20 @@ def open_and_read(path: Path, mode: OpenMode, *, prefetch: bool = True) -> Opene
     first_page = None
     if prefetch:
         try:
-            from store.sessions import list_sessions
+            from store.sessions import defer_deletion_check, list_sessions
             from tui.widgets.session_list import WINDOW, default_query
 
             query = default_query()
+            defer_deletion_check(sd)  # checked after the first paint (SessionscopeApp.start_integrity_check)
             first_page = list_sessions(sd, query.flt, query.sort, query.descending, offset=0, limit=WINDOW)
         except Exception:  # noqa: BLE001 - the list reads (and reports) it again itself
             first_page = None
     return Opened(sd=sd, first_page=first_page)
+
+
+FIRST_SCREEN_WAIT_S = 0.3
+"""How long the app waits, before its first screen is drawn, for the session directory to open (see
+:meth:`SessionscopeApp._take_opening`)."""
 
 
 class StoreOpening:
@@ -135,6 +142,18 @@ class StoreOpening:
     def wait(self) -> Opened:
         self._done.wait()
         return self._result
+
+    def wait_for(self, timeout: float) -> bool:
+        """Wait at most ``timeout`` seconds; True when the opening has finished."""
+        return self._done.wait(timeout)
+
+
+class ListVerified(Message):
+    """The list cache's deferred deletion check repaired it: what the lists show may have changed."""
+
+    def __init__(self, sd: SessionDir) -> None:
+        super().__init__()
+        self.sd = sd
 
 
 if "tui.screens.runs" not in actions.ACTION_MODULES:
@@ -196,10 +215,11 @@ class SessionscopeApp(App[None]):
             self.theme_names.append(theme.name)
         wanted = remembered_theme()
         if wanted and wanted in self.available_themes:
-            self.theme = wanted
+            self._set_initial_theme(wanted)
         elif DEFAULT_THEME in self.available_themes:
-            self.theme = DEFAULT_THEME
+            self._set_initial_theme(DEFAULT_THEME)
         self._opening: StoreOpening | None = None
+        self._opening_queued = False
         if self.session_dir is not None:
             self.location = tildify(self.session_dir)
             # Start reading the store now, on a thread of its own, while Textual starts; the open worker
@@ -209,16 +229,31 @@ class SessionscopeApp(App[None]):
 
     # --- start-up ---------------------------------------------------------------------------------------------
 
-    def on_load(self) -> None:
-        # Open the store (and read the first window of rows) while Textual parses CSS and composes.
-        if self.session_dir is not None:
-            self._open_store(self.session_dir, self.mode, prefetch=True)
+    def _set_initial_theme(self, name: str) -> None:
+        """Start in theme ``name`` as if Textual had started in it.
+
+        Assigning ``self.theme`` here would run the theme watcher, which schedules a re-parse of every
+        stylesheet right after the first parse (about 15 ms on the start path). Nothing is parsed yet, so
+        it is enough to do what the watcher does before that: the theme's classes, the ANSI filter and the
+        stylesheet's variables.
+        """
+        self.set_reactive(SessionscopeApp.theme, name)
+        theme = self.current_theme
+        classes = {name: False for name in self.classes if name.startswith("-theme-")}
+        classes[f"-theme-{theme.name}"] = True
+        classes["-dark-mode"] = theme.dark
+        classes["-light-mode"] = not theme.dark
+        self.update_classes(classes, update=False)
+        self._refresh_truecolor_filter(self.ansi_theme)
+        self.stylesheet.set_variables(self.get_css_variables())
 
     def on_mount(self) -> None:
         self._apply_user_keymap()
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         for problem in self.startup_problems:
             self.notify(problem, title="Settings", severity="warning")
+        if self.session_dir is not None and self._opening is not None and not self._opening_queued:
+            self._open_store(self.session_dir, self.mode, prefetch=True)  # (a first screen of a subclass)
 
     def get_default_screen(self) -> Screen[object]:
         """The first screen is the real one (no blank default screen to compose and paint first)."""
@@ -229,7 +264,45 @@ class SessionscopeApp(App[None]):
             return WelcomeScreen(default_session_dir())
         from tui.screens.sessions import SessionsScreen
 
-        return SessionsScreen()
+        screen = SessionsScreen()
+        if self._opening is not None and not self._opening_queued:
+            # Queued before Textual resumes the screen: it runs once the screen is composed and mounted, and
+            # before its first frame is drawn.
+            self._opening_queued = True
+            screen.call_later(self._take_opening, self.session_dir, self.mode)
+        return screen
+
+    def _take_opening(self, path: Path, mode: OpenMode) -> None:
+        """Give the first screen the store and its first rows before that screen is first drawn.
+
+        Runs on the first screen's queue, right after it is composed and mounted (the CSS is parsed by then,
+        while the store was being opened on its thread). When that opening finishes within
+        :data:`FIRST_SCREEN_WAIT_S`, the screen is attached now and its first frame shows the rows; otherwise it
+        would draw "Opening…" and draw everything again moments later (and on a busy machine the two threads
+        only slow each other down). A slower opening (the first open of a large directory builds the list cache)
+        is waited for in a worker while the screen shows "Opening…".
+        """
+        opening = self._opening
+        if opening is None:
+            return
+        if opening.matches(path, mode) and opening.wait_for(FIRST_SCREEN_WAIT_S):
+            opened = opening.wait()
+            if opened.sd is not None:
+                self._opening = None
+                self._hand_over(StoreOpened(opened.sd, opened.first_page))
+                return
+        self._open_store(path, mode, prefetch=True)
+
+    def _hand_over(self, message: StoreOpened) -> None:
+        """:meth:`_store_opened`, called on the first screen's queue but as the app: the messages it causes (the
+        list's ``Counted``) are sent by the app and bubble up to it, as when the app handles ``StoreOpened``."""
+        from textual._context import active_message_pump
+
+        token = active_message_pump.set(self)
+        try:
+            self._store_opened(message)
+        finally:
+            active_message_pump.reset(token)
 
     def _apply_user_keymap(self) -> None:
         path = actions.keymap_path()
@@ -276,7 +349,10 @@ class SessionscopeApp(App[None]):
 
         for screen in self.screen_stack:
             if isinstance(screen, SessionsScreen):
-                screen.attach(message.sd, first_page=message.first_page)
+                if screen.is_mounted:
+                    screen.attach(message.sd, first_page=message.first_page)
+                else:  # its children are composed when it mounts: attach right after that
+                    screen.call_later(screen.attach, message.sd, first_page=message.first_page)
         self.refresh_bindings()
         self._start_live(message.sd)
         # The integrity check waits for the first window of rows (SessionsScreen asks for it); a fallback
@@ -315,12 +391,31 @@ class SessionscopeApp(App[None]):
     # --- integrity --------------------------------------------------------------------------------------------
 
     def start_integrity_check(self) -> None:
-        """Run ``PRAGMA quick_check`` once, in a worker, after the first paint."""
+        """After the first paint, once: the list cache's deferred check for deleted entries, then ``PRAGMA
+        quick_check``, in workers."""
         if self._integrity_started or self.sd is None:
             return
         self._integrity_started = True
+        self._verify_list(self.sd)
         self.integrity = "checking integrity…"
         self._quick_check(self.sd)
+
+    @work(thread=True, exclusive=True, group="list-verify", exit_on_error=False, description="Check the list cache")
+    def _verify_list(self, sd: SessionDir) -> None:
+        from store.sessions import verify_list
+
+        try:
+            changed = verify_list(sd)
+        except Exception:  # noqa: BLE001 - the next read checks again (and reports) itself
+            return
+        if changed:
+            self.post_message(ListVerified(sd))
+
+    @on(ListVerified)
+    def _list_verified(self, message: ListVerified) -> None:
+        """Entries were deleted since the list cache was written: every screen re-reads what it shows."""
+        if message.sd is self.sd:
+            deliver(self, LiveChanged(frozenset(), everything=True, source="verify"))
 
     @work(thread=True, exclusive=True, group="integrity", exit_on_error=False, description="Integrity check")
     def _quick_check(self, sd: SessionDir) -> None:

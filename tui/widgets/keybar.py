@@ -8,7 +8,6 @@ clicking it runs the action.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.cells import cell_len
@@ -21,14 +20,18 @@ if TYPE_CHECKING:
     from textual.screen import Screen
 
 
-@dataclass(frozen=True)
 class _Span:
-    start: int
-    end: int
-    node: DOMNode
-    action: str
-    tooltip: str
-    enabled: bool
+    """One key of the bar: its cells and what a click runs (a plain class: cheaper to define than a dataclass)."""
+
+    __slots__ = ("start", "end", "node", "action", "tooltip", "enabled")
+
+    def __init__(self, start: int, end: int, node: DOMNode, action: str, tooltip: str, enabled: bool) -> None:
+        self.start = start
+        self.end = end
+        self.node = node
+        self.action = action
+        self.tooltip = tooltip
+        self.enabled = enabled
 
 
 class KeyBar(Widget):
