@@ -8,6 +8,7 @@ the store is opened, and the first window of the list read, on a thread started 
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -111,6 +112,12 @@ def open_and_read(path: Path, mode: OpenMode, *, prefetch: bool = True) -> Opene
     return Opened(sd=sd, first_page=first_page)
 
 
+BASE_SCREENS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("tui.screens.sessions", ("SessionsScreen",)),
+    ("tui.screens.welcome", ("WelcomeScreen", "OpenFailedScreen")),
+)
+"""Screens that ``back`` does not leave (module, class names)."""
+
 FIRST_SCREEN_WAIT_S = 0.3
 """How long the app waits, before its first screen is drawn, for the session directory to open (see
 :meth:`SessionscopeApp._take_opening`)."""
@@ -196,6 +203,9 @@ class SessionscopeApp(App[None]):
         themes_dir: Path | None = None,
         live: bool | None = None,
     ) -> None:
+        # Start reading the store first, on a thread of its own, so it runs while Textual starts (its first
+        # screen takes the result, see _take_opening).
+        opening = None if session_dir is None else StoreOpening(Path(session_dir), mode)
         super().__init__()
         self.live: LiveUpdates | None = None
         self._live_asked = live  # None: live updates outside tests only (see tui.live.live_wanted)
@@ -218,13 +228,10 @@ class SessionscopeApp(App[None]):
             self._set_initial_theme(wanted)
         elif DEFAULT_THEME in self.available_themes:
             self._set_initial_theme(DEFAULT_THEME)
-        self._opening: StoreOpening | None = None
+        self._opening: StoreOpening | None = opening
         self._opening_queued = False
         if self.session_dir is not None:
             self.location = tildify(self.session_dir)
-            # Start reading the store now, on a thread of its own, while Textual starts; the open worker
-            # (started when the app loads) waits for it and posts the result.
-            self._opening = StoreOpening(self.session_dir, mode)
         self.badge = mode.badge
 
     # --- start-up ---------------------------------------------------------------------------------------------
@@ -510,10 +517,16 @@ class SessionscopeApp(App[None]):
         return actions.check_write(action, sd is not None and sd.writable)
 
     def _on_base_screen(self) -> bool:
-        from tui.screens.sessions import SessionsScreen
-        from tui.screens.welcome import OpenFailedScreen, WelcomeScreen
-
-        return isinstance(self.screen, (SessionsScreen, WelcomeScreen, OpenFailedScreen)) or len(self.screen_stack) <= 1
+        if len(self.screen_stack) <= 1:
+            return True
+        # A screen class whose module was never imported has no instance on the stack: look the classes up
+        # in sys.modules instead of importing screens from check_action (it runs for every binding drawn).
+        screen = self.screen
+        for module, names in BASE_SCREENS:
+            loaded = sys.modules.get(module)
+            if loaded is not None and isinstance(screen, tuple(getattr(loaded, name) for name in names)):
+                return True
+        return False
 
     def action_help(self) -> None:
         from tui.screens.help import HelpScreen, collect_help
