@@ -813,17 +813,60 @@ def row_count(sd: SessionDir, session_id: str, *, before_seq: int | None = None)
         ).fetchone()[0])
 
 
+_TURN_TYPES = ("turn_start", "turn_end")
+
+# SQLite 3.42-3.44 accept JSON5 in json_valid(); Python's json does not: there every turn row is parsed in Python.
+_SQLITE_JSON_STRICT = not ((3, 42, 0) <= sqlite3.sqlite_version_info < (3, 45, 0))
+
+# SQLite reads each turn row's JSON (json_valid / json_type / json_extract, off the GIL); the data comes along
+# so that Python can tell which rows SQLite reads exactly as Python's json does (see _sqlite_reads_as_python).
+_TURN_SQL = (
+    "SELECT seq, CAST(type AS BLOB), CAST(data AS BLOB),"
+    " CASE WHEN json_valid(data) THEN json_type(data) END,"
+    " CASE WHEN json_valid(data) AND json_type(data, '$.type') = 'text'"
+    " THEN CAST(json_extract(data, '$.type') AS BLOB) END,"
+    " CASE WHEN json_valid(data) AND json_type(data, '$.turnId') = 'text'"
+    " THEN CAST(json_extract(data, '$.turnId') AS BLOB) END"
+    " FROM entries WHERE session_id = ? AND type IN ('turn_start', 'turn_end')"
+)
+
+
+def _sqlite_reads_as_python(data: bytes, top: object) -> bool:
+    """True when SQLite's reading of ``data`` (a JSON object to it: ``top``) is Python's: no NUL byte (SQLite
+    stops at one), no backslash (so no escaped key, which SQLite's paths do not match), no second ``"type"`` or
+    ``"turnId"`` (a duplicated key: SQLite takes the first value, Python the last), under 1,000 bytes (so less
+    deeply nested than Python's recursion limit)."""
+    return (top == "object" and _SQLITE_JSON_STRICT and len(data) < 1000 and b"\\" not in data
+            and b"\x00" not in data and data.count(b'"type"') <= 1 and data.count(b'"turnId"') <= 1)
+
+
 def turn_markers(sd: SessionDir, session_id: str) -> list[tuple[int, str, str]]:
     """``(seq, "turn_start" | "turn_end", turnId)`` of the session's turn entries, in seq order (corrupt
-    rows skipped; a missing turnId is "")."""
+    rows skipped; a missing turnId is "").
+
+    SQLite extracts each row's type and turnId (16,000 turns: ~60 ms in SQLite, beside the UI, and ~20 ms of
+    Python, instead of ~200 ms of Python); a row it might read differently from Python's json is parsed in
+    Python, as :func:`parse_entry_data` does.
+    """
     _require_entries(sd)
     with sd.db.read() as conn:
-        rows = sorted((_row(r) for r in conn.execute(
-            f"SELECT {_COLS} FROM entries WHERE session_id = ? AND type IN ('turn_start', 'turn_end')",
-            (session_id,),
-        )), key=lambda r: r.seq)
-    return [(r.seq, r.entry_type, _str(r.parsed.get("turnId"))) for r in rows
-            if r.parsed is not None and r.entry_type in ("turn_start", "turn_end")]
+        rows = conn.execute(_TURN_SQL, (session_id,)).fetchall()
+    out: list[tuple[int, str, str]] = []
+    for seq, ctype, data, top, jtype, jturn in rows:
+        if data is not None and _sqlite_reads_as_python(data, top):
+            kind = (jtype if jtype is not None else ctype).decode("utf-8", "replace")
+            turn_id = jturn.decode("utf-8", "replace") if jturn is not None else ""
+        else:
+            parsed, _ = parse_entry_data(_txt(data))
+            if parsed is None:
+                continue
+            declared = parsed.get("type")
+            kind = declared if isinstance(declared, str) else (_txt(ctype) or "")
+            turn_id = _str(parsed.get("turnId"))
+        if kind in _TURN_TYPES:
+            out.append((int(seq), kind, turn_id))
+    out.sort(key=lambda m: m[0])
+    return out
 
 
 # ----------------------------------------------------------------------------------------------- export

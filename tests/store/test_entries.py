@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from store.db import OpenMode
 from store.entries import (
@@ -481,6 +483,84 @@ def test_rows_page_row_count_and_turn_markers(sd: SessionDir, log: Log) -> None:
     assert turn_markers(sd, SID) == [(rows[0].seq, "turn_start", "t1"), (rows[4].seq, "turn_end", "t1")]
     assert describe_row(rows[2]) == "label a = keep"
     assert describe_row(rows[3]) == "corrupt row: invalid JSON at char 1"
+
+
+def _turn_markers_by_python(sd: SessionDir, session_id: str) -> list[tuple[int, str, str]]:
+    """The definition: every turn row parsed by parse_entry_data; the JSON type wins over the column."""
+    out = []
+    with sd.db.read() as conn:
+        for seq, type_, data in conn.execute(
+            "SELECT seq, CAST(type AS BLOB), CAST(data AS BLOB) FROM entries WHERE session_id = ? "
+            "AND type IN ('turn_start', 'turn_end') ORDER BY seq", (session_id,)
+        ):
+            parsed, _ = parse_entry_data(None if data is None else data.decode("utf-8", "replace"))
+            if parsed is None:
+                continue
+            kind = parsed["type"] if isinstance(parsed.get("type"), str) else type_.decode("utf-8", "replace")
+            if kind in ("turn_start", "turn_end"):
+                out.append((seq, kind, parsed["turnId"] if isinstance(parsed.get("turnId"), str) else ""))
+    return out
+
+
+# Rows SQLite's JSON functions read differently from Python's json, and ordinary ones.
+TURN_ROWS: list[tuple[str, str | bytes | None]] = [
+    ("turn_start", '{"type":"turn_start","turnId":"t1"}'),
+    ("turn_end", '{"type":"turn_end","turnId":"t1","status":"completed"}'),
+    ("turn_start", '{"type":"turn_start","turnId":"first","turnId":"last"}'),          # duplicate key
+    ("turn_start", '{"type":"message","type":"turn_start","turnId":"dup-type"}'),       # duplicate type
+    ("turn_start", '{"type":"turn_start","turn\\u0049d":"escaped-key"}'),             # escaped key
+    ("turn_end", '{"type":"turn_end","turnId":"esc\\"aped"}'),                       # escaped value
+    ("turn_start", '{"type":"turn_start","turnId":"nul"}\x00{"junk":1}'),             # NUL ends SQLite's read
+    ("turn_start", '{"type":"turn_start","turnId":NaN}'),                              # not JSON
+    ("turn_start", '{"type":"turn_start","turnId":5}'),                                # not a string
+    ("turn_start", '{"turnId":"no-type"}'),                                           # column type used
+    ("turn_end", '{"type":"message","turnId":"json-type-wins"}'),                      # skipped
+    ("turn_start", '{"type":"","turnId":"empty-type"}'),                               # skipped
+    ("turn_start", '["type","turnId"]'),                                               # not an object
+    ("turn_start", "{"),
+    ("turn_start", '{"type":"turn_start","turnId":"deep","x":' + "[" * 1200 + "]" * 1200 + "}"),  # too deep
+    ("turn_start", '{"type":"turn_start","turnId":"long","pad":"' + "x" * 2000 + '"}'),
+    ("turn_end", b'{"type":"turn_end","turnId":"bad-\xff-bytes"}'),
+    ("turn_start", '{"type":"turn_start","meta":{"turnId":"nested"},"label":"turnId"}'),
+    ("turn_end", '{ "type" : "turn_end" , "turnId" : "spaced" }'),
+]
+
+
+def test_turn_markers_read_every_row_as_python_json_does(sd: SessionDir, log: Log) -> None:
+    for i, (type_, data) in enumerate(TURN_ROWS):
+        with sd.db.write() as conn:
+            conn.execute("INSERT INTO entries (session_id, id, type, timestamp, data) VALUES (?, ?, ?, 't', ?)",
+                         (SID, f"turn{i:012d}", type_, data))
+        log.msg("user", f"between {i}")
+    got = turn_markers(sd, SID)
+    assert got == _turn_markers_by_python(sd, SID)
+    ids = [turn_id for _, _, turn_id in got]
+    assert ids == ["t1", "t1", "last", "dup-type", "escaped-key", 'esc"aped', "", "no-type", "long",
+                   "bad-\ufffd-bytes", "", "spaced"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(
+    st.sampled_from(["turn_start", "turn_end"]),
+    st.one_of(
+        st.dictionaries(st.sampled_from(["type", "turnId", "status", "x", "turn\\u0049d"]),
+                        st.one_of(st.sampled_from(["turn_start", "turn_end", "message", ""]), st.text(max_size=8),
+                                  st.integers(), st.none()), max_size=4).map(json.dumps),
+        st.text(max_size=30),
+        st.builds(lambda k, a, b: f'{{"{k}":{json.dumps(a)},"{k}":{json.dumps(b)}}}',
+                  st.sampled_from(["type", "turnId"]), st.sampled_from(["turn_start", "turn_end", "a"]),
+                  st.sampled_from(["turn_start", "turn_end", "b"])),
+    ),
+), max_size=12))
+def test_turn_markers_match_python_parsing(tmp_path_factory: pytest.TempPathFactory,
+                                          rows: list[tuple[str, str]]) -> None:
+    with open_session_dir(tmp_path_factory.mktemp("turns"), OpenMode.READ_WRITE, create=True) as d:
+        with d.db.write() as conn:
+            conn.execute("INSERT INTO sessions (id, cwd, timestamp) VALUES (?, '/w', 't')", (SID,))
+            for i, (type_, data) in enumerate(rows):
+                conn.execute("INSERT INTO entries (session_id, id, type, timestamp, data) VALUES (?, ?, ?, 't', ?)",
+                             (SID, f"h{i:015d}", type_, data))
+        assert turn_markers(d, SID) == _turn_markers_by_python(d, SID)
 
 
 def test_undecodable_bytes_do_not_break_reading(sd: SessionDir, log: Log) -> None:
