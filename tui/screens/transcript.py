@@ -367,7 +367,12 @@ class TranscriptScreen(Screen[None]):
             parts.append(f"{noun} ~{int(rank):,} of {total:,} ({pct}%)")
         if view.fetching:
             parts.append("reading…")
-        parts.append("follow on" if self.follow else "follow off")
+        if not self.follow:
+            parts.append("follow off")
+        elif getattr(self.app, "live", None) is None:
+            parts.append("follow: no live updates")  # a snapshot (nothing writes to a copy), or live updates off
+        else:
+            parts.append("follow on")
         if self.new_count:
             parts.append(f"▼ {self.new_count:,} new — G to see them")
         if self.follow_note:
