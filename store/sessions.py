@@ -480,10 +480,37 @@ def resolve_session_id(sd: SessionDir, session_id_or_prefix: str) -> str:
     return found[0]
 
 
+def _listed_summary(sd: SessionDir, sid: str) -> SessionSummary | None:
+    """``sid``'s row as the session list has it, when this directory's list is open in this process and not busy
+    (None otherwise: the caller computes it directly). The list's aggregates are brought up to date first."""
+    with _registry_lock:
+        entry = _registry.get(id(sd.db))
+    if entry is None or entry[0]() is not sd.db:
+        return None
+    lists = entry[1]
+    if not lists.lock.acquire(blocking=False):   # a long search holds it: computing directly is quicker
+        return None
+    try:
+        lists.fresh(sd)
+        rows = lists.rows([sid])
+    finally:
+        lists.lock.release()
+    return rows[0] if rows else None
+
+
 def get_session(sd: SessionDir, session_id_or_prefix: str) -> SessionSummary:
-    """One session's summary, computed directly from ``sessions.db`` (exact id or unique prefix ≥ 4 chars)."""
+    """One session's summary (exact id or unique prefix ≥ 4 chars).
+
+    When the session list of ``sd`` is open in this process (the app's Sessions screen), the row comes from its
+    aggregates: one indexed read, whatever the session's size. Otherwise it is computed directly from
+    ``sessions.db``, which reads every entry of the session once (``last_active_at`` is the newest timestamp,
+    and ``entries`` has no index on it).
+    """
     with _store_errors(sd):
         sid = resolve_session_id(sd, session_id_or_prefix)
+        listed = _listed_summary(sd, sid)
+        if listed is not None:
+            return listed
         layout = read_layout(sd)
         with sd.db.read() as conn:
             row = conn.execute(layout.session_select("", aggs=False) + " WHERE s.id = ?", (sid,)).fetchone()

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import sqlite3
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -728,6 +729,53 @@ def test_get_session_by_prefix(writer: Writer) -> None:
         with pytest.raises(SessionNotFound):
             get_session(sd, "  ")
         assert isinstance(SessionNotFound("x"), StoreError)
+
+
+def test_get_session_from_the_open_list_equals_the_direct_computation(writer: Writer,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    w = writer
+    a = w.session("aaaa000000000000", cwd="/one", t=5)
+    b = w.session("bbbb000000000000", cwd="/two", channel="wechat", channel_id="w1", t=7)
+    c = w.session("cccc000000000000", t=9)                         # no entries
+    w.user(a, "first question")
+    w.title(a, "named")
+    w.assistant(a, "reply", t=10_000)                                # the newest timestamp is not the last row
+    w.user(a, "again", t=50)
+    w.user(b, "other")
+    w.conn.execute("INSERT INTO session_runs (id, session_id, status, started_at, updated_at) "
+                   "VALUES ('run_1', ?, 'running', 't', 't')", (b,))
+    with open_session_dir(w.root, OpenMode.READ_ONLY) as sd:
+        direct = {sid: get_session(sd, sid) for sid in (a, b, c)}   # no list open yet: computed directly
+        rows = {r.id: r for r in listed(sd)}
+        assert direct == rows
+        real_aggregate = sessions_mod.aggregate
+        scans: list[object] = []
+
+        def counting(*args: object, **kwargs: object) -> object:
+            scans.append(args)
+            return real_aggregate(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(sessions_mod, "aggregate", counting)
+        assert {sid: get_session(sd, sid) for sid in (a, b, c)} == direct   # now from the list: no entry scan
+        assert scans == []
+        w.assistant(b, "later", t=20_000)                            # another process appends
+        assert get_session(sd, b).message_count == 2 and get_session(sd, b).last_active_at == ts(20_000)
+        assert scans == []
+        held, release = threading.Event(), threading.Event()
+
+        def hold() -> None:                                          # a long search holds the list
+            with sessions_mod._lists(sd).lock:
+                held.set()
+                release.wait(10)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        try:
+            held.wait(10)
+            assert get_session(sd, a) == direct[a] and len(scans) == 1   # computed directly, no waiting
+        finally:
+            release.set()
+            holder.join()
 
 
 def test_facets(writer: Writer) -> None:
