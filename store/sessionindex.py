@@ -46,6 +46,7 @@ from store.aggregates import (
     read_layout,
     reader_uri,
 )
+from store.db import describe_sqlite_error
 from store.errors import StoreError
 
 try:  # CPython's own SHA-256: importing hashlib first loads OpenSSL (~1 ms on the path to the first window)
@@ -251,17 +252,28 @@ class SessionIndex:
         """Run the deletion check that a deferred sync left out (see ``defer_deletion_check``).
 
         True when it found entries deleted since the cache was written: the aggregates were then repaired
-        and ``generation`` moved on, so what a list shows may have changed.
+        and ``generation`` moved on, so what a list shows may have changed. The count runs on a read
+        connection of its own, holding neither this index nor ``sd.db``, so lists and other reads go on.
         """
         with self.lock:
-            if not self.deletion_check_pending:
+            meta = self.meta
+            if not self.deletion_check_pending or meta is None:
+                self.deletion_check_pending = False
                 return False
+        conn = sqlite3.connect(self.src_uri, uri=True, isolation_level=None, check_same_thread=False, timeout=10)
+        try:
+            conn.execute("PRAGMA query_only = ON")
+            conn.execute("BEGIN")
+            covered_now = self._covered_now(conn, meta.max_seq)
+        except sqlite3.Error as exc:
+            raise describe_sqlite_error(sd.db.path, exc) from exc
+        finally:
+            conn.close()
+        with self.lock:
+            if not self.deletion_check_pending or self.meta is not meta:
+                return False        # a sync ran meanwhile: it checked for deleted entries itself
             self.deletion_check_pending = False
-            if self.meta is None:
-                return False
-            with sd.db.read() as conn:
-                checks = self._checks(conn, deletions=True)
-            if checks.covered_now == self._covered():
+            if covered_now == self._covered():
                 return False
             self.sync(sd)
             return self.last_sync != "unchanged"
@@ -287,6 +299,15 @@ class SessionIndex:
     def _covered(self) -> int:
         return as_int(self.conn.execute("SELECT COALESCE(SUM(entry_count), 0) FROM agg").fetchone()[0])
 
+    def _covered_now(self, conn: sqlite3.Connection, base: int) -> int:
+        """Entries with a session id and ``seq <= base``, as the database has them now (a pass over an index)."""
+        seq = self.layout.seq
+        total = as_int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
+        newer = as_int(conn.execute(f"SELECT count(*) FROM entries WHERE {seq} > ?", (base,)).fetchone()[0])
+        orphans = as_int(conn.execute(
+            f"SELECT count(*) FROM entries WHERE session_id IS NULL AND {seq} <= ?", (base,)).fetchone()[0])
+        return total - newer - orphans
+
     def _checks(self, conn: sqlite3.Connection, *, deletions: bool) -> _Checks:
         """What changed since ``self.meta``. Without ``deletions`` the counts that detect deleted entries (a
         pass over an index of every entry) are left out: ``covered_now`` is then -1."""
@@ -302,11 +323,7 @@ class SessionIndex:
         if self.meta is not None:
             base = self.meta.max_seq
             if deletions:
-                total = as_int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
-                newer = as_int(conn.execute(f"SELECT count(*) FROM entries WHERE {seq} > ?", (base,)).fetchone()[0])
-                orphans = as_int(conn.execute(
-                    f"SELECT count(*) FROM entries WHERE session_id IS NULL AND {seq} <= ?", (base,)).fetchone()[0])
-                covered_now = total - newer - orphans
+                covered_now = self._covered_now(conn, base)
             for s, eid in self.meta.samples:
                 row = conn.execute(f"SELECT id FROM entries WHERE {seq} = ?", (s,)).fetchone()
                 if row is not None and as_text(row[0]) != eid:

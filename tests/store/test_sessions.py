@@ -772,7 +772,10 @@ def test_get_session_from_the_open_list_equals_the_direct_computation(writer: Wr
         holder.start()
         try:
             held.wait(10)
-            assert get_session(sd, a) == direct[a] and len(scans) == 1   # computed directly, no waiting
+            assert get_session(sd, a) == direct[a] and len(scans) == 1   # small: computed directly, no waiting
+            monkeypatch.setattr(sessions_mod, "DIRECT_SUMMARY_ROWS", 3)  # a "big" session waits for the list
+            threading.Timer(0.05, release.set).start()
+            assert get_session(sd, a) == direct[a] and len(scans) == 1
         finally:
             release.set()
             holder.join()
