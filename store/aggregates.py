@@ -175,8 +175,11 @@ def read_layout(sd: SessionDir) -> Layout:
         for c, d in defaults
     }
     raw = {c: (f"s.{c}" if has("sessions", c) else d) for c, d in defaults}
-    with sd.db.read() as conn:
-        names = {r[0]: r[1] for r in conn.execute("SELECT name, tbl_name FROM sqlite_master")}
+    with sd.db.read() as conn:  # one row, not the whole schema (see store.schema._read_layout)
+        has_sequence, index_table = conn.execute(
+            "SELECT (SELECT count(*) FROM sqlite_master WHERE name = 'sqlite_sequence'), "
+            "(SELECT tbl_name FROM sqlite_master WHERE name = 'idx_entries_session_id')"
+        ).fetchone()
     return Layout(
         seq="seq" if has("entries", "seq") else "rowid",
         cols=cols,
@@ -186,8 +189,8 @@ def read_layout(sd: SessionDir) -> Layout:
         has_pinned=has("session_metadata", "pinned"),
         has_runs=has("session_runs", "session_id") and has("session_runs", "status"),
         runs_order=" ORDER BY r.started_at DESC" if has("session_runs", "started_at") else "",
-        has_sequence="sqlite_sequence" in names,
-        entries_session_index="idx_entries_session_id" if names.get("idx_entries_session_id") == "entries" else None,
+        has_sequence=bool(has_sequence),
+        entries_session_index="idx_entries_session_id" if index_table == "entries" else None,
     )
 
 

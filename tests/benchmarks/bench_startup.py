@@ -27,32 +27,52 @@ ROOT = Path(__file__).resolve().parents[2]
 
 MINIMAL = """
 from textual.app import App, ComposeResult
+from textual.screen import Screen
 from textual.widgets import Static
+# Painted = the end of the first screen refresh (the frame holding "hello" is then written out), the same
+# test as the Sessions side below.
+compositor_refresh = Screen._compositor_refresh
+reported = []
+def refreshed(self):
+    compositor_refresh(self)
+    if not reported:
+        reported.append(True)
+        print("painted", flush=True)
+        self.app.exit()
+Screen._compositor_refresh = refreshed
 class Minimal(App):
     def compose(self) -> ComposeResult:
         yield Static("hello")
-    def on_mount(self) -> None:
-        self.call_after_refresh(self.painted)
-    def painted(self) -> None:
-        print("painted", flush=True)
-        self.exit()
 Minimal().run(headless=True, size=(120, 36))
 """
 
 SESSIONS = """
 import sys
 from pathlib import Path
+from textual.screen import Screen
 from store.db import OpenMode
 from tui.app import SessionscopeApp
 from tui.widgets.session_list import SessionList
-class Bench(SessionscopeApp):
-    def on_session_list_counted(self, message) -> None:
-        self.call_after_refresh(self.painted)
-    def painted(self) -> None:
-        assert self.screen.query_one(SessionList).visible_rows(), "no rows drawn"
+# Painted = the end of the first screen refresh in which the list drew session rows (the frame is then
+# written out). Waiting for the list's Counted message and then for one more refresh would add a frame
+# (up to 1/60 s, plus whatever else that refresh draws) when the rows are already in the first frame.
+drawn = []
+row_strip = SessionList._row_strip
+def spy(self, *args, **kwargs):
+    drawn.append(True)
+    return row_strip(self, *args, **kwargs)
+SessionList._row_strip = spy
+compositor_refresh = Screen._compositor_refresh
+reported = []
+def refreshed(self):
+    compositor_refresh(self)
+    if drawn and not reported:
+        reported.append(True)
+        assert self.query_one(SessionList).visible_rows(), "no rows drawn"
         print("painted", flush=True)
-        self.exit()
-Bench(Path(sys.argv[1]), OpenMode.READ_ONLY).run(headless=True, size=(120, 36))
+        self.app.exit()
+Screen._compositor_refresh = refreshed
+SessionscopeApp(Path(sys.argv[1]), OpenMode.READ_ONLY).run(headless=True, size=(120, 36))
 """
 
 TRANSCRIPT = """
