@@ -83,7 +83,8 @@ class Writer:
     def entry(self, sid: str | None, type_: str, body: dict[str, object] | None = None, *, t: int | None = None,
               data: str | None = None) -> int:
         self.n += 1
-        eid = hashlib.sha256(f"{self.root}-{self.n}-{sid}".encode()).hexdigest()[:16]
+        digest = int(hashlib.sha256(f"{self.root}-{self.n}-{sid}".encode()).hexdigest(), 16)
+        eid = f"e{digest % 10**15:015d}"  # digits only: a search for letters never matches an entry id by chance
         stamp = ts(self.n if t is None else t)
         if data is None:
             obj: dict[str, object] = {"type": type_, "id": eid, "parentId": None, "timestamp": stamp}
