@@ -129,6 +129,7 @@ class Layout:
     runs_order: str
     has_sequence: bool
     entries_session_index: str | None
+    has_leases: bool = False
 
     def session_select(self, src: str, aggs: bool) -> str:
         """SELECT … FROM for list rows (fields of SessionSummary, in order) over schema prefix ``src``.
@@ -157,9 +158,13 @@ class Layout:
             marks = ",".join(f"'{s}'" for s in RUN_ACTIVE_STATUSES)
             run = (f"COALESCE((SELECT CAST(r.status AS TEXT) FROM {src}session_runs r WHERE r.session_id = s.id "
                    f"AND r.status IN ({marks}){self.runs_order} LIMIT 1), '')")
+        leased = "0"   # an active lease row: its session's run state may be other than "" even without a run
+        if self.has_leases:
+            leased = (f"EXISTS (SELECT 1 FROM {src}session_runtime_leases l WHERE l.session_id = s.id "
+                      "AND l.state = 'active')")
         fields = [c["id"], title, preview, c["cwd"], c["channel_type"], c["channel_id"], msgs, last, c["timestamp"],
                   c["parent_session"], c["fork_kind"], c["fork_boundary_seq"], c["seed_length"], project,
-                  project_name, pinned, run]
+                  project_name, pinned, run, leased]
         return f"SELECT {', '.join(fields)} FROM {src}sessions s{joins}"
 
 
@@ -190,6 +195,7 @@ def read_layout(sd: SessionDir) -> Layout:
         has_runs=has("session_runs", "session_id") and has("session_runs", "status"),
         runs_order=" ORDER BY r.started_at DESC" if has("session_runs", "started_at") else "",
         has_sequence=bool(has_sequence),
+        has_leases=has("session_runtime_leases", "session_id") and has("session_runtime_leases", "state"),
         entries_session_index="idx_entries_session_id" if index_table == "entries" else None,
     )
 

@@ -72,6 +72,11 @@ class SessionSummary:
     project_name: str
     pinned: bool
     run_status: str          # status of the session's active (non-terminal) run, "" when none
+    run_state: str = ""      # derived execution state (store.runs.derive_execution_state) when a run or a lease
+    #                          is involved: "orphaned", "external", "local", "reserved", "recovery_failed",
+    #                          "detached_remote", "inconsistent"; "" when idle. Read with the SQLite clock.
+    lease_expires_at: int = 0  # Unix seconds when the session's active lease expires (0: none); at that moment
+    #                            run_state may change without anything being written (e.g. external → orphaned)
 
     @property
     def display_title(self) -> str:
@@ -97,6 +102,8 @@ class SessionSummary:
             "project_name": self.project_name,
             "pinned": self.pinned,
             "run_status": self.run_status,
+            "run_state": self.run_state,
+            "lease_expires_at": self.lease_expires_at,
         }
 
 
@@ -259,18 +266,18 @@ class _Lists:
                 self.views.popitem(last=False)
             return view
 
-    def rows(self, ids: list[str]) -> list[SessionSummary]:
+    def rows(self, sd: SessionDir, ids: list[str]) -> list[SessionSummary]:
         """The summaries of ``ids``, in that order (ids that vanished meanwhile are left out)."""
         if not ids:
             return []
         with self.lock:
             select = self.index.layout.session_select("src.", aggs=True)
-            found: dict[str, SessionSummary] = {}
+            found: dict[str, tuple[SessionSummary, bool]] = {}
             for i in range(0, len(ids), 500):
                 chunk = ids[i:i + 500]
                 for row in self.index.conn.execute(f"{select} WHERE s.id IN ({','.join('?' * len(chunk))})", chunk):
                     found[row[0]] = _summary(row)
-        return [found[i] for i in ids if i in found]
+        return _with_run_states(sd, [found[i] for i in ids if i in found])
 
     def search(self, sd: SessionDir, query: str) -> frozenset[str]:
         hit = self.searches.get(query)
@@ -285,11 +292,45 @@ class _Lists:
         self.index.close()
 
 
-def _summary(row: tuple) -> SessionSummary:
+def _summary(row: tuple) -> tuple[SessionSummary, bool]:
+    """A list row (``Layout.session_select``) as a summary without its run state, and whether the session has an
+    active run or an active lease row (then :func:`_with_run_states` derives the state)."""
     (sid, title, preview, cwd, channel, channel_id, msgs, last, created, parent, kind, boundary, seed, pid, pname,
-     pinned, run) = row
-    return SessionSummary(sid, title, preview, cwd, channel, channel_id, int(msgs), last, created, parent, kind,
-                          int(boundary), int(seed), pid, pname, bool(pinned), run)
+     pinned, run, leased) = row
+    summary = SessionSummary(sid, title, preview, cwd, channel, channel_id, int(msgs), last, created, parent, kind,
+                             int(boundary), int(seed), pid, pname, bool(pinned), run)
+    return summary, bool(run) or bool(leased)
+
+
+def _with_run_states(sd: SessionDir, rows: list[tuple[SessionSummary, bool]]) -> list[SessionSummary]:
+    """The summaries, each with its derived execution state.
+
+    Only sessions with an active run or an active lease row can be in a state other than idle; their facts are
+    read (one read transaction, the SQLite clock) and classified by :func:`store.runs.derive_execution_state`.
+    :mod:`store.runs` is imported only then (it costs ~15 ms, on the way to a first window without runs).
+    """
+    involved = [summary.id for summary, busy in rows if busy]
+    if not involved:
+        return [summary for summary, _ in rows]
+    from store.leases import LeaseOwner
+    from store.runs import derive_execution_state, read_facts_conn
+
+    me = LeaseOwner.current().instance_id
+    states: dict[str, tuple[str, int]] = {}
+    with sd.db.read() as conn:
+        for sid in involved:
+            facts = read_facts_conn(conn, sid, schema=sd.schema)
+            state = derive_execution_state(facts, me).state
+            lease = facts.lease
+            expires = lease.expires_at if lease is not None and lease.state == "active" else 0
+            states[sid] = ("" if state == "idle" else state, expires)
+    out = []
+    for summary, busy in rows:
+        if busy:
+            state, expires = states[summary.id]
+            summary = replace(summary, run_state=state, lease_expires_at=expires)
+        out.append(summary)
+    return out
 
 
 def _search_ids(sd: SessionDir, layout: Layout, query: str) -> frozenset[str]:
@@ -368,7 +409,7 @@ def list_sessions(sd: SessionDir, flt: SessionFilter = SessionFilter(), sort: So
         with lists.lock:
             view = lists.view(sd, flt, SortKey(sort), descending, need=offset + limit)
             window = view.ids[offset:offset + limit]
-            rows = lists.rows(window)
+            rows = lists.rows(sd, window)
     return SessionPage(rows=rows, total=view.total, has_more=offset + len(window) < view.total)
 
 
@@ -507,7 +548,7 @@ def _listed_summary(sd: SessionDir, sid: str) -> SessionSummary | None:
             return None
     try:
         lists.fresh(sd)
-        found = lists.rows([sid])
+        found = lists.rows(sd, [sid])
     finally:
         lists.lock.release()
     return found[0] if found else None
@@ -532,11 +573,11 @@ def get_session(sd: SessionDir, session_id_or_prefix: str) -> SessionSummary:
         if row is None:
             raise SessionNotFound(f"Session {sid} no longer exists.")
         agg = aggregate(sd, layout, -(1 << 62), 1 << 62, session_ids=[sid], parallel=False).get(sid)
-    summary = _summary(row)
-    if agg is None:
-        return summary
-    return replace(summary, title=agg.title, preview=agg.preview, message_count=agg.message_count,
-                   last_active_at=agg.last_ts if agg.last_ts is not None else summary.timestamp)
+        summary, busy = _summary(row)
+        if agg is not None:
+            summary = replace(summary, title=agg.title, preview=agg.preview, message_count=agg.message_count,
+                              last_active_at=agg.last_ts if agg.last_ts is not None else summary.timestamp)
+        return _with_run_states(sd, [(summary, busy)])[0]
 
 
 def facets(sd: SessionDir) -> Facets:

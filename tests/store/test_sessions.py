@@ -22,10 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import store.aggregates as aggregates
+import store.runs as runs_mod
 import store.sessions as sessions_mod
 from store import paths
 from store.db import OpenMode
 from store.errors import AmbiguousSessionId, SessionNotFound, StoreError
+from store.leases import LeaseOwner
 from store.schema import RUN_ACTIVE_STATUSES
 from store.sessiondir import SessionDir, open_session_dir
 from store.sessions import (
@@ -179,11 +181,21 @@ def reference_rows(db_path: Path) -> list[SessionSummary]:
                     preview = found
                     break
             title = title_from_data(info) if info is not None else ""
+            state = reference_run_state(conn, sid)
             out.append(SessionSummary(sid, title, preview, cwd, channel, channel_id, msgs, last, created, parent,
-                                      kind, boundary, seed, pid, pname, bool(pinned), run))
+                                      kind, boundary, seed, pid, pname, bool(pinned), run, *state))
         return out
     finally:
         conn.close()
+
+
+def reference_run_state(conn: sqlite3.Connection, sid: str) -> tuple[str, int]:
+    """(run_state, lease_expires_at) as the Runs screen derives it, for every session (idle: "")."""
+    facts = runs_mod.read_facts_conn(conn, sid)
+    state = runs_mod.derive_execution_state(facts, LeaseOwner.current().instance_id).state
+    lease = facts.lease
+    expires = lease.expires_at if lease is not None and lease.state == "active" else 0
+    return ("" if state == "idle" else state), expires
 
 
 def reference_search(db_path: Path, query: str) -> set[str]:
@@ -780,6 +792,57 @@ def test_get_session_from_the_open_list_equals_the_direct_computation(writer: Wr
         finally:
             release.set()
             holder.join()
+
+
+def test_run_state_is_derived_for_the_window_only_where_a_run_or_lease_is_involved(writer: Writer) -> None:
+    w = writer
+    now = int(w.conn.execute("SELECT CAST(strftime('%s','now') AS INTEGER)").fetchone()[0])
+    me = LeaseOwner.current().instance_id
+
+    def session(sid: str, t: int, *, run: str = "", lease: tuple[str, str, int, str] | None = None,
+                recovery: str = "") -> str:
+        w.session(sid, t=t)
+        w.user(sid, f"hello {sid[:4]}")
+        if run:
+            w.conn.execute("INSERT INTO session_runs (id, session_id, status, started_at, updated_at) "
+                           "VALUES (?, ?, ?, 't', 't')", (f"run_{sid}", sid, run))
+        if lease is not None:
+            owner, purpose, expires, state = lease
+            w.conn.execute(
+                "INSERT INTO session_runtime_leases (session_id, owner_instance_id, owner_pid, owner_kind, "
+                "lease_token_hash, epoch, run_id, purpose, state, acquired_at, heartbeat_at, expires_at, updated_at) "
+                "VALUES (?, ?, 4242, 'process', 'h', 3, ?, ?, ?, ?, ?, ?, ?)",
+                (sid, owner, f"run_{sid}" if run and purpose == "execution" else "", purpose, state, now - 60,
+                 now - 5, expires, now - 5))
+        if recovery:
+            w.conn.execute("INSERT INTO session_run_recoveries (run_id, session_id, state, attempt, last_error, "
+                           "started_at, updated_at) VALUES (?, ?, ?, 1, 'database is locked', ?, ?)",
+                           (f"run_{sid}", sid, recovery, now, now))
+        return sid
+
+    other = "pid-4242-" + "ab" * 16
+    want = {
+        session("a000000000000001", 1, run="running", lease=(other, "execution", now + 600, "active")): "external",
+        session("a000000000000002", 2, run="running", lease=(other, "execution", now - 600, "active")): "orphaned",
+        session("a000000000000003", 3, run="queued"): "orphaned",
+        session("a000000000000004", 4, lease=(other, "mutation", now + 600, "active")): "reserved",
+        session("a000000000000005", 5, run="running", lease=(other, "execution", now - 600, "active"),
+                recovery="failed"): "recovery_failed",
+        session("a000000000000006", 6, lease=(other, "execution", now + 600, "released")): "",
+        session("a000000000000007", 7, lease=(other, "execution", now - 600, "active")): "",
+        session("a000000000000008", 8, run="running", lease=(me, "execution", now + 600, "active")): "local",
+        session("a000000000000009", 9): "",
+    }
+    expires = {"a000000000000001": now + 600, "a000000000000004": now + 600, "a000000000000008": now + 600,
+               "a000000000000002": now - 600, "a000000000000005": now - 600, "a000000000000007": now - 600}
+    with open_session_dir(w.root, OpenMode.READ_ONLY) as sd:
+        direct = {sid: get_session(sd, sid) for sid in want}            # computed directly
+        rows = {r.id: r for r in listed(sd)}
+        assert {sid: r.run_state for sid, r in rows.items()} == want
+        assert {sid: r.lease_expires_at for sid, r in rows.items() if r.lease_expires_at} == expires
+        assert direct == rows == {sid: get_session(sd, sid) for sid in want}   # (now from the open list)
+        assert rows["a000000000000002"].to_json()["run_state"] == "orphaned"
+        assert rows["a000000000000002"].run_status == "running"          # the raw status is still there
 
 
 def test_facets(writer: Writer) -> None:
