@@ -75,7 +75,8 @@ class ConfirmDialog(ModalScreen[bool]):
     ConfirmDialog #confirm-preview {
         height: auto;
         max-height: 20;
-        border: solid $panel;
+        border-top: solid $panel;
+        border-bottom: solid $panel;
         padding: 0 1;
     }
     ConfirmDialog #confirm-counts {
