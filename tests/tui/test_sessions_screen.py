@@ -340,6 +340,9 @@ async def test_row_shows_preview_dimmed_utc_time_fork_and_run(demo_master: Path)
         assert "2026-03-01 21:30" in text
         assert "⑂ message" in text
         assert "● running" in text
+        orphan = session_list._row_strip(_summary(run_status="running", run_state="orphaned"), width,
+                                         session_list.rich_style, False)
+        assert "✗ orphaned" in orphan.text and "● running" not in orphan.text
         preview_segment = next(seg for seg in strip if "what does" in seg.text)
         assert preview_segment.style is not None and preview_segment.style.italic
         titled = session_list._row_strip(_summary(title="Fix the parser"), width, session_list.rich_style, False)

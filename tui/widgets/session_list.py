@@ -89,6 +89,7 @@ class _Styles:
     fork: Style
     run: Style
     run_waiting: Style
+    run_problem: Style
     pinned: Style
     placeholder: Style
     changed: Style
@@ -114,7 +115,7 @@ def layout_columns(width: int) -> list[Column]:
         Column("messages", "MSGS", 5, "right"),
         Column("last_active", "LAST ACTIVE UTC", 16),
         Column("fork", "FORK", 9),
-        Column("run", "RUN", 12),
+        Column("run", "RUN", 14),
     ]
     drop_order = ["fork", "channel", "run", "messages", "id", "last_active"]
     usable = max(0, width - GUTTER)
@@ -156,8 +157,20 @@ def fork_label(row: SessionSummary) -> str:
     return f"⑂ {row.fork_kind or 'fork'}"
 
 
+# Derived execution states that need an operator (store.runs.derive_execution_state): shown instead of the status.
+PROBLEM_RUN_STATES = {"orphaned": "✗ orphaned", "recovery_failed": "✗ recov failed", "inconsistent": "✗ inconsistent"}
+
+
 def run_label(row: SessionSummary) -> str:
+    if row.run_state in PROBLEM_RUN_STATES:
+        return PROBLEM_RUN_STATES[row.run_state]
     return f"● {row.run_status}" if row.run_status else ""
+
+
+def run_style_key(row: SessionSummary) -> str:
+    if row.run_state in PROBLEM_RUN_STATES:
+        return "run_problem"
+    return "run_waiting" if row.run_status.startswith("waiting") else "run"
 
 
 class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
@@ -174,6 +187,7 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
         "session-list--fork",
         "session-list--run",
         "session-list--run-waiting",
+        "session-list--run-problem",
         "session-list--pinned",
         "session-list--placeholder",
         "session-list--changed",
@@ -193,6 +207,7 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
     SessionList > .session-list--fork { color: $secondary; }
     SessionList > .session-list--run { color: $success; }
     SessionList > .session-list--run-waiting { color: $warning; }
+    SessionList > .session-list--run-problem { color: $error; text-style: bold; }
     SessionList > .session-list--pinned { color: $accent; }
     SessionList > .session-list--placeholder { color: $foreground-muted; }
     SessionList > .session-list--changed { background: $warning 20%; }
@@ -613,6 +628,7 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
                 fork=part("session-list--fork", partial=True),
                 run=part("session-list--run", partial=True),
                 run_waiting=part("session-list--run-waiting", partial=True),
+                run_problem=part("session-list--run-problem", partial=True),
                 pinned=part("session-list--pinned", partial=True),
                 placeholder=part("session-list--placeholder", partial=True),
                 changed=base + part("session-list--changed"),
@@ -702,7 +718,7 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
                 style = line_style + styles.fork
             elif col.key == "run":
                 text = run_label(row)
-                style = line_style + (styles.run_waiting if row.run_status.startswith("waiting") else styles.run)
+                style = line_style + getattr(styles, run_style_key(row))
             else:
                 text = ""
             segments.append(Segment(fit(text, col.width, col.align), style))
