@@ -357,6 +357,37 @@ def aggregate(sd: SessionDir, layout: Layout, lo: int, hi: int, *, session_ids: 
     return parts
 
 
+def session_texts(sd: SessionDir, layout: Layout, session_ids: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """``(title, preview)`` of each session that has entries, as :func:`aggregate` defines them, found through
+    the ``(session_id, type)`` index instead of a pass over every entry of the sessions (a screen that shows a
+    few sessions' titles should not read 50,000 rows for one of them). Sessions without entries are left out.
+    """
+    seq = layout.seq
+    ids = sorted(set(session_ids))
+    out: dict[str, tuple[str, str]] = {}
+    with sd.db.read() as conn:
+        for chunk in chunks(ids):
+            rows = conn.execute(
+                f"SELECT j.value,"
+                f" (SELECT data FROM entries e WHERE e.session_id = j.value AND e.type = 'session_info'"
+                f"  ORDER BY e.{seq} DESC LIMIT 1),"
+                f" (SELECT {seq} FROM entries e WHERE e.session_id = j.value AND e.type = 'message'"
+                f"  ORDER BY e.{seq} LIMIT 1),"
+                f" (SELECT data FROM entries e WHERE e.session_id = j.value AND e.type = 'message'"
+                f"  ORDER BY e.{seq} LIMIT 1)"
+                f" FROM json_each(?) AS j"
+                f" WHERE EXISTS (SELECT 1 FROM entries e WHERE e.session_id = j.value)",
+                (json.dumps(chunk),),
+            ).fetchall()
+            for sid, info, msg_seq, first in rows:
+                preview = ""
+                if msg_seq is not None:
+                    found = preview_from_data(first)
+                    preview = found if found is not None else _scan_preview(conn, seq, sid, int(msg_seq), 1 << 62)[1]
+                out[as_text(sid)] = (title_from_data(info) if info is not None else "", preview)
+    return out
+
+
 def _fetch_data(conn: sqlite3.Connection, seq: str, seqs: list[int]) -> dict[int, object]:
     found: dict[int, object] = {}
     for chunk in chunks(sorted(set(seqs))):

@@ -1,9 +1,12 @@
 """The Sessionscope app: opens a session directory off the UI thread and shows its screens.
 
-Start-up is kept light: the Sessions screen is the default screen (no blank screen first) and says "Opening…";
-the store is opened, and the first window of the list read, on a thread started when the app is created
-(:class:`StoreOpening`), whose result a thread worker posts; everything the first screen does not need
-(SQLModel, the transcript screen, the palette's provider, help, the filter box) is imported only when used.
+Start-up is kept light: the Sessions screen is the default screen (no blank screen first). The store is opened,
+and the first window of the list read, on a thread started first thing when the app is created
+(:class:`StoreOpening`) while Textual starts; the Sessions screen takes the result right after it mounts, before
+its first frame, when it comes within :data:`FIRST_SCREEN_WAIT_S` (else it says "Opening…" and a worker posts the
+result). Work that can wait runs after the first paint (the list cache's check for deleted entries, the integrity
+check); everything the first screen does not need (SQLModel, the transcript screen, the palette's provider,
+help, the filter box) is imported only when used.
 """
 
 from __future__ import annotations

@@ -845,6 +845,29 @@ def test_run_state_is_derived_for_the_window_only_where_a_run_or_lease_is_involv
         assert rows["a000000000000002"].run_status == "running"          # the raw status is still there
 
 
+def test_session_texts_by_index_equal_the_aggregates(writer: Writer) -> None:
+    w = writer
+    a = w.session("aaaa000000000001")
+    w.assistant(a, "not a preview")                                   # the first message is not a user text
+    w.entry(a, "message", {"message": {"role": "user", "content": "injected", "systemInjected": True}})
+    w.entry(a, "message", {"message": {"role": "user", "contents": [
+        {"type": "image"}, {"type": "text", "text": "  the\n question  "}]}})
+    w.title(a, "old title")
+    w.title(a, "new title")
+    b = w.session("bbbb000000000002")
+    w.user(b, "only a preview")
+    w.entry(b, "session_info", {"source": "manual"})                  # the newest session_info has no name
+    c = w.session("cccc000000000003")
+    w.title(c, "no messages")
+    d = w.session("dddd000000000004")                                 # no entries at all
+    with open_session_dir(w.root, OpenMode.READ_ONLY) as sd:
+        layout = aggregates.read_layout(sd)
+        texts = aggregates.session_texts(sd, layout, [a, b, c, d, "not-a-session"])
+        full = aggregates.aggregate(sd, layout, -(1 << 62), 1 << 62, session_ids=[a, b, c, d], parallel=False)
+    assert texts == {sid: (agg.title, agg.preview) for sid, agg in full.items()}
+    assert texts == {a: ("new title", "the question"), b: ("", "only a preview"), c: ("no messages", "")}
+
+
 def test_facets(writer: Writer) -> None:
     w = writer
     a = w.session("aaaa000000000000", cwd="/one")

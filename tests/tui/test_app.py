@@ -469,3 +469,83 @@ def test_every_binding_has_an_id_and_a_tooltip() -> None:
             assert binding.id, f"{owner.__name__}: {binding.key} has no id"
             assert binding.tooltip, f"{owner.__name__}: {binding.id} has no tooltip"
             assert actions.find(binding.id) is not None
+
+
+# --- start-up -------------------------------------------------------------------------------------------------
+
+
+async def test_first_frame_already_shows_the_rows(demo_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store opening started with the app is handed to the Sessions screen before its first frame."""
+    from textual.screen import Screen
+
+    import tui.app as app_module
+
+    frames: list[int] = []
+    real_refresh = Screen._compositor_refresh
+
+    def counting(self: Screen[object]) -> None:
+        lists = self.query(SessionList)
+        frames.append(len(lists.first().visible_rows()) if lists and lists.first().total else 0)
+        real_refresh(self)
+
+    monkeypatch.setattr(Screen, "_compositor_refresh", counting)
+    workers: list[object] = []
+    real_open = app_module.SessionscopeApp._open_store
+    monkeypatch.setattr(app_module.SessionscopeApp, "_open_store",
+                        lambda self, *a, **k: workers.append(a) or real_open(self, *a, **k))
+    app = SessionscopeApp(demo_dir, OpenMode.READ_ONLY)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert app.sd is not None and app.screen.query_one(SessionList).visible_rows()
+    assert frames and frames[0] > 0, "the first frame drew session rows"
+    assert workers == []                              # no second opening in a worker
+
+
+async def test_a_slow_opening_shows_opening_first_then_the_rows(demo_dir: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    import tui.app as app_module
+
+    real = app_module.open_and_read
+
+    def slow(*args: object, **kwargs: object) -> object:
+        time.sleep(0.4)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(app_module, "open_and_read", slow)
+    monkeypatch.setattr(app_module, "FIRST_SCREEN_WAIT_S", 0.05)
+    app = SessionscopeApp(demo_dir, OpenMode.READ_ONLY)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.1)
+        assert app.sd is None and "Opening" in app.screen.query_one(StatusBar).count
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if app.sd is not None and app.screen.query_one(SessionList).visible_rows():
+                break
+        assert app.sd is not None and app.screen.query_one(SessionList).visible_rows()
+
+
+async def test_entries_deleted_since_the_list_cache_was_written_are_shown_after_the_first_paint(
+        demo_dir: Path) -> None:
+    from store.sessiondir import open_session_dir
+    from store.sessions import list_sessions
+
+    with open_session_dir(demo_dir, OpenMode.READ_ONLY) as sd:      # the list cache is written
+        row = next(r for r in list_sessions(sd, limit=12).rows if r.message_count > 3)   # on the first screen
+    conn = sqlite3.connect(demo_dir / "sessions.db")
+    with conn:                                                    # a foreign tool deletes some of its messages
+        conn.execute("DELETE FROM entries WHERE seq IN (SELECT seq FROM entries WHERE session_id = ? "
+                     "AND type = 'message' ORDER BY seq DESC LIMIT 2)", (row.id,))
+    conn.close()
+    app = SessionscopeApp(demo_dir, OpenMode.READ_ONLY)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        shown = {}
+        for _ in range(100):
+            lst = app.screen.query_one(SessionList)
+            shown = {r.id: r.message_count for r in lst.visible_rows()}
+            if shown.get(row.id) == row.message_count - 2:
+                break
+            await pilot.pause(0.05)
+        assert shown.get(row.id) == row.message_count - 2

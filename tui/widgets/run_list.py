@@ -215,11 +215,10 @@ def session_titles(sd: SessionDir, session_ids: Iterable[str]) -> dict[str, str]
     ids = sorted(set(session_ids))
     if not ids:
         return {}
-    from store.aggregates import aggregate, read_layout
+    from store.aggregates import read_layout, session_texts
 
-    layout = read_layout(sd)
-    found = aggregate(sd, layout, -(1 << 62), 1 << 62, session_ids=ids, parallel=False)
-    return {sid: (agg.title or agg.preview or "") for sid, agg in found.items()}
+    # Index lookups (newest session_info, first user text): not a pass over every entry of each session.
+    return {sid: title or preview for sid, (title, preview) in session_texts(sd, read_layout(sd), ids).items()}
 
 
 def read_runs_page(
