@@ -337,3 +337,31 @@ def test_every_binding_is_registered_with_a_tooltip() -> None:
     assert actions.get("checkpoints.reset").writes is True
     assert not actions.get("checkpoints.verify").writes and not actions.get("checkpoints.verify-all").writes
     assert "R" not in actions.get("confirm.apply").key.split(","), "the key that opens the reset cannot confirm it"
+
+
+# --- repaired copy ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", [OpenMode.READ_WRITE, OpenMode.SNAPSHOT])
+async def test_x_writes_a_repaired_copy_of_the_interrupted_rollout(captured: Path, codex_copy: Path,
+                                                                    mode: OpenMode) -> None:
+    source = codex_copy / ROLLOUT_13
+    before = source.read_bytes()
+    db_before = (captured / "sessions.db").read_bytes() if mode.is_read else b""
+    app = SessionscopeApp(captured, mode)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_checkpoints(pilot)
+        await move_to(pilot, screen, INTERRUPTED)
+        await pilot.press("x")
+        await settle_checkpoints(pilot)
+        await pilot.press("x")  # a second copy never replaces the first
+        await settle_checkpoints(pilot)
+    first = Path.home() / f"{source.stem}.repaired.jsonl"
+    second = Path.home() / f"{source.stem}.repaired-1.jsonl"
+    assert first.is_file() and second.is_file()
+    lines = first.read_text().splitlines()
+    assert len(lines) == len(before.splitlines()) + 1  # one synthetic result for the one interrupted call
+    assert "interrupted" in lines[18]
+    assert source.read_bytes() == before
+    if mode.is_read:
+        assert (captured / "sessions.db").read_bytes() == db_before

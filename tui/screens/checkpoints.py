@@ -14,6 +14,7 @@ become one line on screen and a notification.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import Group
@@ -45,6 +46,9 @@ _A(ActionSpec("checkpoints.verify", "verify", "v", "Verify", "Compare the select
 _A(ActionSpec("checkpoints.verify-all", "verify_all", "V", "Verify all", "Compare every listed checkpoint with its files on disk now (writes nothing).", "checkpoints"))
 _A(ActionSpec("checkpoints.reset", "reset", "R", "Reset", "Publish a reset for the selected checkpoint after a preview: the next capture stores its files afresh.", "checkpoints", writes=True))
 _A(ActionSpec("checkpoints.refresh", "refresh", "r", "Refresh", "Re-read the checkpoints, keeping the cursor and the proofs.", "checkpoints"))
+_A(ActionSpec("checkpoints.export-repaired", "export_repaired", "x", "Repaired copy",
+              "Write a new copy of the selected session's transcript with every interrupted call closed by a "
+              "synthetic 'interrupted' result (the original is never modified).", "checkpoints"))
 del _A
 
 ALL_AGENTS = ""
@@ -102,6 +106,23 @@ class ResetPublished(Message):
         self.key = key
         self.head = head
         self.error = error
+
+
+class RepairedCopyWritten(Message):
+    def __init__(self, text: str, error: bool) -> None:
+        super().__init__()
+        self.text = text
+        self.error = error
+
+
+def repaired_copy_path(transcript: Path, folder: Path) -> Path:
+    """``<folder>/<name>.repaired.jsonl``, or with ``-1``, ``-2``… so an existing file is never replaced."""
+    candidate = folder / f"{transcript.stem}.repaired.jsonl"
+    n = 1
+    while candidate.exists() or candidate.is_symlink():
+        candidate = folder / f"{transcript.stem}.repaired-{n}.jsonl"
+        n += 1
+    return candidate
 
 
 # --- the details pane -------------------------------------------------------------------------------------------
@@ -541,6 +562,35 @@ class CheckpointsScreen(Screen[None]):
 
     def action_refresh(self) -> None:
         self._load()
+
+    def action_export_repaired(self) -> None:
+        info = self.checkpoint_list.selected
+        if info is None or info.state is None:
+            self.notify("The selected checkpoint has no captured transcript to copy.", severity="warning", timeout=3)
+            return
+        source = Path(info.source_root) / info.state.transcript_path
+        self._write_repaired_copy(source, repaired_copy_path(source, Path.home()))
+
+    @work(thread=True, exclusive=True, group="checkpoints-export", exit_on_error=False,
+          description="Write a repaired copy")
+    def _write_repaired_copy(self, source: Path, out: Path) -> None:
+        from store.capture import export_repaired_copy
+        from store.errors import StoreError
+
+        try:
+            result = export_repaired_copy(source, out)
+        except (StoreError, OSError) as exc:
+            self.post_message(RepairedCopyWritten(describe_error(exc), error=True))
+            return
+        closed = len(result.closed)
+        self.post_message(RepairedCopyWritten(
+            f"Wrote {tildify(result.out_path)}: {closed} interrupted call{'s' if closed != 1 else ''} closed "
+            f"({result.lines_in} lines in, {result.lines_out} out); {tildify(str(source))} is unchanged.",
+            error=False))
+
+    @on(RepairedCopyWritten)
+    def _repaired_copy_written(self, message: RepairedCopyWritten) -> None:
+        self.notify(message.text, title="Repaired copy", severity="error" if message.error else "information")
 
     @on(CheckpointList.Opened)
     def _open(self, message: CheckpointList.Opened) -> None:
