@@ -24,6 +24,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tui import actions
+from tui.widgets.cursor_rows import CursorRows
 from tui.actions import ActionSpec
 from tui.formatting import tildify
 from tui.widgets.session_list import Column, fit
@@ -106,7 +107,7 @@ def layout_columns(width: int) -> list[Column]:
     return [*agent, Column("id", "SESSION ID", id_width), Column("cwd", "WORK DIR", cwd_width), *rest]
 
 
-class CheckpointList(ScrollView, can_focus=True, inherit_bindings=False):
+class CheckpointList(CursorRows, ScrollView, can_focus=True, inherit_bindings=False):
     """The checkpoints of the chosen agent(s); the cursor row is highlighted."""
 
     BINDINGS: ClassVar = actions.bindings("checkpoint-list")
@@ -230,9 +231,6 @@ class CheckpointList(ScrollView, can_focus=True, inherit_bindings=False):
             self._last_highlight = key
             self.post_message(self.Highlighted(info))
 
-    @property
-    def _page_rows(self) -> int:
-        return max(1, self.scrollable_content_region.height - 1)
 
     def _scroll_cursor_into_view(self) -> None:
         top = int(self.scroll_offset.y)
@@ -242,37 +240,6 @@ class CheckpointList(ScrollView, can_focus=True, inherit_bindings=False):
         elif self.cursor >= top + rows:
             self.scroll_to(y=self.cursor - rows + 1, animate=False, immediate=True)
 
-    def action_cursor_down(self) -> None:
-        self.cursor += 1
-
-    def action_cursor_up(self) -> None:
-        self.cursor -= 1
-
-    def action_cursor_top(self) -> None:
-        self.cursor = 0
-
-    def action_cursor_bottom(self) -> None:
-        self.cursor = len(self.rows) - 1
-
-    def action_page_down(self) -> None:
-        self.cursor += self._page_rows
-
-    def action_page_up(self) -> None:
-        self.cursor -= self._page_rows
-
-    def action_open(self) -> None:
-        info = self.selected
-        if info is not None:
-            self.post_message(self.Opened(info))
-
-    def on_click(self, event: events.Click) -> None:
-        if event.y < 1 or not self.rows:
-            return
-        index = int(self.scroll_offset.y) + event.y - 1
-        if index < len(self.rows):
-            if index == self.cursor and event.chain >= 2:
-                self.action_open()
-            self.cursor = index
 
     def on_resize(self, event: events.Resize) -> None:
         self._columns_cache = None

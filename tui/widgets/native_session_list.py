@@ -23,6 +23,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tui import actions
+from tui.widgets.cursor_rows import CursorRows
 from tui.formatting import one_line, tildify, utc_minutes
 from tui.widgets.session_list import GUTTER, Column, fit
 
@@ -64,7 +65,7 @@ class _Styles:
     warn: Style
 
 
-class AgentSessionList(ScrollView, can_focus=True, inherit_bindings=False):
+class AgentSessionList(CursorRows, ScrollView, can_focus=True, inherit_bindings=False):
     """Captured sessions of one agent, one line each (all rows in memory)."""
 
     BINDINGS: ClassVar = actions.bindings("session-list")
@@ -155,10 +156,6 @@ class AgentSessionList(ScrollView, can_focus=True, inherit_bindings=False):
 
     # --- cursor -----------------------------------------------------------------------------------------------
 
-    @property
-    def _page_rows(self) -> int:
-        return max(1, self.scrollable_content_region.height - 1)
-
     def validate_cursor(self, value: int) -> int:
         return max(0, min(value, len(self.rows) - 1)) if self.rows else 0
 
@@ -170,37 +167,6 @@ class AgentSessionList(ScrollView, can_focus=True, inherit_bindings=False):
             self.scroll_to(y=new - self._page_rows + 1, animate=False, immediate=True)
         self.refresh()
 
-    def action_cursor_down(self) -> None:
-        self.cursor += 1
-
-    def action_cursor_up(self) -> None:
-        self.cursor -= 1
-
-    def action_cursor_top(self) -> None:
-        self.cursor = 0
-
-    def action_cursor_bottom(self) -> None:
-        self.cursor = max(0, len(self.rows) - 1)
-
-    def action_page_down(self) -> None:
-        self.cursor += self._page_rows
-
-    def action_page_up(self) -> None:
-        self.cursor -= self._page_rows
-
-    def action_open(self) -> None:
-        row = self.selected
-        if row is not None:
-            self.post_message(self.Opened(row))
-
-    def on_click(self, event: events.Click) -> None:
-        if event.y < 1 or not self.rows:
-            return
-        index = int(self.scroll_offset.y) + event.y - 1
-        if index < len(self.rows):
-            if index == self.cursor and event.chain >= 2:
-                self.action_open()
-            self.cursor = index
 
     def on_resize(self, event: events.Resize) -> None:
         self._resize()

@@ -35,6 +35,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tui import actions
+from tui.widgets.cursor_rows import CursorRows
 from tui.actions import ActionSpec
 from tui.formatting import describe_error, one_line
 
@@ -395,7 +396,7 @@ def status_style(status: str) -> str:
     return "good"
 
 
-class RunList(ScrollView, can_focus=True, inherit_bindings=False):
+class RunList(CursorRows, ScrollView, can_focus=True, inherit_bindings=False):
     """Active runs first, then recent runs; one line each, the cursor row highlighted."""
 
     BINDINGS: ClassVar = actions.bindings("run-list")
@@ -712,10 +713,6 @@ class RunList(ScrollView, can_focus=True, inherit_bindings=False):
 
     # --- geometry ---------------------------------------------------------------------------------------------
 
-    @property
-    def _page_rows(self) -> int:
-        return max(1, self.scrollable_content_region.height - 1)
-
     def _set_total_rows(self) -> None:
         width = self.scrollable_content_region.width or self.size.width
         self.virtual_size = Size(width, len(self.rows) + 1)
@@ -751,37 +748,6 @@ class RunList(ScrollView, can_focus=True, inherit_bindings=False):
         if round(old) != round(new):
             self._read_more_if_near_end()
 
-    def action_cursor_down(self) -> None:
-        self.cursor += 1
-
-    def action_cursor_up(self) -> None:
-        self.cursor -= 1
-
-    def action_cursor_top(self) -> None:
-        self.cursor = 0
-
-    def action_cursor_bottom(self) -> None:
-        self.cursor = max(0, len(self.rows) - 1)
-
-    def action_page_down(self) -> None:
-        self.cursor += self._page_rows
-
-    def action_page_up(self) -> None:
-        self.cursor -= self._page_rows
-
-    def action_open(self) -> None:
-        row = self.selected
-        if row is not None:
-            self.post_message(self.Opened(row))
-
-    def on_click(self, event: events.Click) -> None:
-        if event.y < 1 or not self.rows:
-            return
-        index = int(self.scroll_offset.y) + event.y - 1
-        if index < len(self.rows):
-            if index == self.cursor and event.chain >= 2:
-                self.action_open()
-            self.cursor = index
 
     def on_focus(self) -> None:
         self._styles = None

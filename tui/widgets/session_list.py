@@ -31,6 +31,7 @@ from textual.strip import Strip
 from textual.worker import get_current_worker
 
 from tui import actions
+from tui.widgets.cursor_rows import CursorRows
 from tui.formatting import describe_error, one_line, tildify, utc_minutes
 from tui.messages import SessionWindowFailed, SessionWindowLoaded, WindowRequest
 
@@ -173,7 +174,7 @@ def run_style_key(row: SessionSummary) -> str:
     return "run_waiting" if row.run_status.startswith("waiting") else "run"
 
 
-class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
+class SessionList(CursorRows, ScrollView, can_focus=True, inherit_bindings=False):
     """Every session of the query, one line each; the cursor row is highlighted."""
 
     BINDINGS: ClassVar = actions.bindings("session-list")
@@ -439,10 +440,6 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
 
     # --- geometry ---------------------------------------------------------------------------------------------
 
-    @property
-    def _page_rows(self) -> int:
-        return max(1, self.scrollable_content_region.height - 1)
-
     def _visible_range(self) -> tuple[int, int]:
         total = self.total or 0
         first = int(self.scroll_offset.y)
@@ -566,37 +563,11 @@ class SessionList(ScrollView, can_focus=True, inherit_bindings=False):
         if round(old) != round(new):
             self._request_visible()
 
-    def action_cursor_down(self) -> None:
-        self.cursor += 1
+    def _row_count(self) -> int:
+        return self.total or 0
 
-    def action_cursor_up(self) -> None:
-        self.cursor -= 1
-
-    def action_cursor_top(self) -> None:
-        self.cursor = 0
-
-    def action_cursor_bottom(self) -> None:
-        self.cursor = (self.total or 1) - 1
-
-    def action_page_down(self) -> None:
-        self.cursor += self._page_rows
-
-    def action_page_up(self) -> None:
-        self.cursor -= self._page_rows
-
-    def action_open(self) -> None:
-        row = self.selected
-        if row is not None:
-            self.post_message(self.Opened(row.id))
-
-    def on_click(self, event: events.Click) -> None:
-        if event.y < 1 or not self.total:
-            return
-        index = int(self.scroll_offset.y) + event.y - 1
-        if index < self.total:
-            if index == self.cursor and event.chain >= 2:
-                self.action_open()
-            self.cursor = index
+    def _opened(self, row: SessionSummary) -> SessionList.Opened:
+        return self.Opened(row.id)
 
     def on_focus(self) -> None:
         self._styles = None
