@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from store.db import OpenMode
+from tui.formatting import plural
 from store.errors import AmbiguousSessionId, ReadOnlyStore, RepairRefused, SessionNotFound, StoreError
 
 if TYPE_CHECKING:
@@ -263,10 +264,6 @@ def cmd_capture(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _plural(n: int, word: str, plural: str | None = None) -> str:
-    return f"{n:,} {word if n == 1 else (plural or word + 's')}"
-
-
 def print_capture_summary(summary: CaptureSummary, where: Path, out: TextIO) -> None:
     from store.capture import STATUS_DIVERGENT, STATUS_UNREADABLE, STATUSES
     from tui.formatting import tildify
@@ -276,7 +273,7 @@ def print_capture_summary(summary: CaptureSummary, where: Path, out: TextIO) -> 
     counts = summary.counts
     records = sum(s.records for s in summary.sessions)
     print("  " + " · ".join(f"{status} {counts[status]:,}" for status in STATUSES)
-          + f"   ({_plural(summary.files, 'file')}, {_plural(records, 'record')}, "
+          + f"   ({plural(summary.files, 'file')}, {plural(records, 'record')}, "
             f"{summary.records_written:,} written)", file=out)
     for status, heading, hint in (
         (STATUS_DIVERGENT, "Divergent (nothing was written; publish a reset to capture afresh):",
@@ -295,7 +292,7 @@ def print_capture_summary(summary: CaptureSummary, where: Path, out: TextIO) -> 
                 print(f"    → {hint.format(agent=s.agent, sid=s.agent_session_id)}", file=out)
     pending = [s for s in summary.sessions if s.pending_lines]
     if pending:
-        print(f"{_plural(len(pending), 'session')} end in an incomplete line, left for the next capture.", file=out)
+        print(f"{plural(len(pending), 'session')} end in an incomplete line, left for the next capture.", file=out)
 
 
 # ---------------------------------------------------------------------------------------------- checkpoints
@@ -399,7 +396,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         for detail in result.details:
             print(f"  {' '.join(detail.split())}", file=out)
         if result.status == VERIFIED and result.new_records:
-            print(f"  Capture again to store the {_plural(result.new_records, 'new record')}.", file=out)
+            print(f"  Capture again to store the {plural(result.new_records, 'new record')}.", file=out)
     return EXIT_OK if result.status == VERIFIED else EXIT_FAILED
 
 

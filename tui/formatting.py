@@ -66,3 +66,8 @@ def describe_error(exc: BaseException) -> str:
         return one_line(str(exc))
     text = one_line(str(exc))
     return f"Unexpected {type(exc).__name__}: {text}" if text else f"Unexpected {type(exc).__name__}."
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 record``, ``2,048 records`` (``many`` for irregular plurals)."""
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"

@@ -124,3 +124,13 @@ class SessionResolved(Message):
         super().__init__()
         self.session_id = session_id
         self.error = error
+
+
+class ExportFinished(Message):
+    """A transcript export was written (``chars`` long), or failed with ``error``."""
+
+    def __init__(self, path: Path, chars: int, error: str = "") -> None:
+        super().__init__()
+        self.path = path
+        self.chars = chars
+        self.error = error

@@ -30,7 +30,7 @@ from textual.widgets.option_list import Option
 
 from tui import actions
 from tui.actions import ActionSpec
-from tui.formatting import describe_error, one_line, tildify, utc_minutes
+from tui.formatting import describe_error, one_line, plural, tildify, utc_minutes
 from tui.widgets.checkpoint_list import NOT_VERIFIED, CheckpointList, Proof, row_key
 from tui.widgets.header import AppHeader
 from tui.widgets.keybar import KeyBar
@@ -132,10 +132,6 @@ def short_digest(digest: str) -> str:
     return digest[:DIGEST_CHARS] + "…" if len(digest) > DIGEST_CHARS else digest
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
-
-
 def details_renderable(info: CheckpointInfo | None, proof: Proof | None, result: VerifyResult | None) -> Group | Text:
     """The selected session: its files (records, digest, what the last verification found) and its facts."""
     if info is None:
@@ -177,7 +173,7 @@ def details_renderable(info: CheckpointInfo | None, proof: Proof | None, result:
     else:
         head = Text(info.head.kind, style="bold" if info.head.kind == "checkpoint" else "bold yellow")
         head.append(f" · run {info.head.run_id}", style="dim")
-        head.append(f" · {_plural(info.versions, 'staged version')}", style="dim")
+        head.append(f" · {plural(info.versions, 'staged version')}", style="dim")
         if info.head.kind == "reset":
             head.append("  nothing is loadable until the next capture", style="yellow")
         facts.add_row("head", head)
@@ -185,7 +181,7 @@ def details_renderable(info: CheckpointInfo | None, proof: Proof | None, result:
         facts.add_row("problem", Text(one_line(info.head_problem), style="bold red"))
     if state is not None:
         facts.add_row("work dir", tildify(state.cwd))
-        facts.add_row("records", f"{state.record_count:,} in {_plural(state.file_count, 'file')}")
+        facts.add_row("records", f"{state.record_count:,} in {plural(state.file_count, 'file')}")
     facts.add_row("source", tildify(info.source_root) or "–")
     facts.add_row("captured", utc_minutes(info.updated_at) + " UTC" if info.updated_at else "–")
     if proof is None:
@@ -203,7 +199,7 @@ def details_renderable(info: CheckpointInfo | None, proof: Proof | None, result:
 def proof_from(result: VerifyResult) -> Proof:
     if result.status == "verified":
         matched = sum(f.stored_records for f in result.files)
-        detail = f"{_plural(len(result.files), 'file')}, {matched:,} records match the disk"
+        detail = f"{plural(len(result.files), 'file')}, {matched:,} records match the disk"
         if result.new_records:
             detail += f"; {result.new_records:,} more on disk, not captured yet"
         return Proof("verified", detail + ".", result.new_records)
@@ -469,7 +465,7 @@ class CheckpointsScreen(Screen[None]):
                  ("failed", "could not be verified")]
         parts = [f"{counts[k]:,} {w}" for k, w in words if counts.get(k)]
         bad = total - counts.get("verified", 0)
-        self.notify(f"Verified {_plural(total, 'checkpoint')}: {', '.join(parts)}.", title="Verify all",
+        self.notify(f"Verified {plural(total, 'checkpoint')}: {', '.join(parts)}.", title="Verify all",
                     severity="warning" if bad else "information")
 
     # --- reset ------------------------------------------------------------------------------------------------

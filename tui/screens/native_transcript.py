@@ -32,7 +32,8 @@ from textual.widgets import Footer, Static
 from store.errors import StoreError
 from store.native import NativeSession, NativeTranscript, SubAgentLink
 from tui import actions
-from tui.formatting import describe_error, one_line, tildify
+from tui.formatting import describe_error, one_line, plural, tildify
+from tui.messages import ExportFinished
 from tui.screens import transcript_actions  # noqa: F401 - registers the keys below
 from tui.widgets.export_dialog import ExportDialog, ExportRequest, inside
 from tui.widgets.header import AppHeader
@@ -92,18 +93,6 @@ class NativePolled(Message):
         self.error = error
 
 
-class NativeExported(Message):
-    def __init__(self, path: Path, chars: int, error: str = "") -> None:
-        super().__init__()
-        self.path = path
-        self.chars = chars
-        self.error = error
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
-
-
 def _stat_of(path: Path) -> tuple[int, int, int] | None:
     try:
         st = path.stat()
@@ -132,23 +121,23 @@ def native_title(session: NativeSession, t: NativeTranscript | None, link: SubAg
     if t.version:
         out.append(f"  ·  version {t.version}", Style(dim=True))
     out.append("\n")
-    out.append(_plural(t.records, "record"))
-    out.append(f"  ·  {_plural(len(t.tool_pairs), 'tool call')}")
+    out.append(plural(t.records, "record"))
+    out.append(f"  ·  {plural(len(t.tool_pairs), 'tool call')}")
     if t.interrupted:
         out.append(f"  ·  ⚠ {len(t.interrupted)} interrupted", Style(bold=True, color="yellow"))
     if t.forks:
         branches = sum(len(f.branches) for f in t.forks)
-        out.append(f"  ·  ⑂ {_plural(len(t.forks), 'rewind')} ({branches} branches)", Style(color="magenta"))
+        out.append(f"  ·  ⑂ {plural(len(t.forks), 'rewind')} ({branches} branches)", Style(color="magenta"))
     if t.compactions:
-        out.append(f"  ·  {_plural(len(t.compactions), 'compaction')}")
+        out.append(f"  ·  {plural(len(t.compactions), 'compaction')}")
     if t.summaries:
         dangling = sum(1 for s in t.summaries if s.dangling)
         n = len(t.summaries)
         out.append(f"  ·  {n:,} summar{'y' if n == 1 else 'ies'}" + (f" ({dangling} dangling)" if dangling else ""))
     if link is None and session.subagents:
-        out.append(f"  ·  {_plural(len(session.subagents), 'sub-agent')}")
+        out.append(f"  ·  {plural(len(session.subagents), 'sub-agent')}")
     if t.incomplete_turns:
-        out.append(f"  ·  ⚠ {_plural(len(t.incomplete_turns), 'turn')} never completed",
+        out.append(f"  ·  ⚠ {plural(len(t.incomplete_turns), 'turn')} never completed",
                    Style(bold=True, color="yellow"))
     if t.unreadable:
         out.append(f"  ·  ✗ {len(t.unreadable)} unreadable", Style(bold=True, color="red"))
@@ -582,7 +571,7 @@ class NativeTranscriptScreen(Screen[None]):
         except Exception:  # noqa: BLE001 - no clipboard backend here: use OSC 52
             self.app.copy_to_clipboard(text)
             via = "terminal clipboard (OSC 52)"
-        self.notify(f"Copied {what} to the {via}: {_plural(len(text), 'character')}.", timeout=3)
+        self.notify(f"Copied {what} to the {via}: {plural(len(text), 'character')}.", timeout=3)
 
     def action_export(self) -> None:
         if self.transcript is None:
@@ -607,18 +596,18 @@ class NativeTranscriptScreen(Screen[None]):
             text = native_json(t, selection) if request.format == "json" else native_markdown(t, selection)
             path.write_text(text, encoding="utf-8")
         except StoreError as exc:
-            self.post_message(NativeExported(path, 0, str(exc)))
+            self.post_message(ExportFinished(path, 0, str(exc)))
         except OSError as exc:
-            self.post_message(NativeExported(path, 0, f"{path} could not be written: {exc.strerror or exc}."))
+            self.post_message(ExportFinished(path, 0, f"{path} could not be written: {exc.strerror or exc}."))
         else:
-            self.post_message(NativeExported(path, len(text)))
+            self.post_message(ExportFinished(path, len(text)))
 
-    @on(NativeExported)
-    def _exported(self, message: NativeExported) -> None:
+    @on(ExportFinished)
+    def _exported(self, message: ExportFinished) -> None:
         if message.error:
             self.notify(message.error, title="Export failed", severity="error")
         else:
-            self.notify(f"Exported to {tildify(message.path)} ({_plural(message.chars, 'character')}).",
+            self.notify(f"Exported to {tildify(message.path)} ({plural(message.chars, 'character')}).",
                         title="Export")
 
 

@@ -35,7 +35,8 @@ from store.sessiondir import SessionDir
 from store.sessionlog import Cursor, FollowUpdate
 from tui import actions
 from tui.screens import transcript_actions  # noqa: F401 - registers the keys below
-from tui.formatting import describe_error, tildify
+from tui.formatting import describe_error, plural, tildify
+from tui.messages import ExportFinished
 from tui.live import LiveChanged
 from tui.widgets.export_dialog import ExportDialog, ExportRequest, inside
 from tui.widgets.header import AppHeader
@@ -105,18 +106,6 @@ class FollowRead(Message):
         self.error = error
 
 
-class ExportFinished(Message):
-    def __init__(self, path: Path, chars: int, error: str = "") -> None:
-        super().__init__()
-        self.path = path
-        self.chars = chars
-        self.error = error
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
-
-
 def title_text(f: SessionFacts) -> Text:
     """The two title lines: who the session is, and what its replay holds."""
     plan = f.plan
@@ -128,22 +117,22 @@ def title_text(f: SessionFacts) -> Text:
     if f.channel:
         t.append(f"  ·  {f.channel}")
     if f.message_count is not None:
-        t.append(f"  ·  {_plural(f.message_count, 'message')}")
+        t.append(f"  ·  {plural(f.message_count, 'message')}")
     t.append("\n")
     replayed = plan.message_rows + (1 if plan.summary is not None else 0)
     start = f"from seq {plan.window_start_seq:,}" if plan.window_start_seq else "from the start"
-    t.append(f"replay: {'' if plan.counts_verified else '≤'}{_plural(replayed, 'message')} {start}")
+    t.append(f"replay: {'' if plan.counts_verified else '≤'}{plural(replayed, 'message')} {start}")
     if plan.compactions:
         skipped = sum(1 for c in plan.compactions if not c.applied)
-        t.append(f"  ·  {_plural(len(plan.compactions), 'compaction')}")
+        t.append(f"  ·  {plural(len(plan.compactions), 'compaction')}")
         if skipped:
             t.append(f" ({skipped:,} skipped)", Style(bold=True, color="yellow"))
     if plan.overrides:
-        t.append(f"  ·  {_plural(len(plan.overrides), 'override')}")
-    t.append(f"  ·  {_plural(plan.total_rows, 'entry row')}", Style(dim=True))
+        t.append(f"  ·  {plural(len(plan.overrides), 'override')}")
+    t.append(f"  ·  {plural(plan.total_rows, 'entry row')}", Style(dim=True))
     if plan.corrupt_rows > 0:
         more = "" if plan.counts_verified else "≥"
-        t.append(f"  ·  ✗ {more}{_plural(plan.corrupt_rows, 'corrupt row')}", Style(bold=True, color="red"))
+        t.append(f"  ·  ✗ {more}{plural(plan.corrupt_rows, 'corrupt row')}", Style(bold=True, color="red"))
     if not plan.counts_verified:
         t.append("  ·  counting corrupt rows…", Style(dim=True))
     if f.note:
@@ -579,7 +568,7 @@ class TranscriptScreen(Screen[None]):
         except Exception:  # noqa: BLE001 - pyperclip has no backend here (no xclip / wl-copy): use OSC 52
             self.app.copy_to_clipboard(text)
             via = "terminal clipboard (OSC 52)"
-        self.notify(f"Copied {what} to the {via}: {_plural(len(text), 'character')}.", timeout=3)
+        self.notify(f"Copied {what} to the {via}: {plural(len(text), 'character')}.", timeout=3)
 
     def action_export(self) -> None:
         if self.facts is None:
@@ -612,7 +601,7 @@ class TranscriptScreen(Screen[None]):
         if message.error:
             self.notify(message.error, title="Export failed", severity="error")
         else:
-            self.notify(f"Exported to {tildify(message.path)} ({_plural(message.chars, 'character')}).",
+            self.notify(f"Exported to {tildify(message.path)} ({plural(message.chars, 'character')}).",
                         title="Export")
 
 
