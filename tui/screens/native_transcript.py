@@ -29,13 +29,12 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Static
 
-from store.errors import StoreError
 from store.native import NativeSession, NativeTranscript, SubAgentLink
 from tui import actions
 from tui.formatting import describe_error, one_line, plural, tildify
 from tui.messages import ExportFinished
 from tui.screens import transcript_actions  # noqa: F401 - registers the keys below
-from tui.widgets.export_dialog import ExportDialog, ExportRequest, inside
+from tui.widgets.export_dialog import ExportDialog, ExportRequest, notify_export, write_export
 from tui.widgets.header import AppHeader
 from tui.widgets.native_loading import NativeLoad, NativeRef, load_native, read_file_session, subagent_file
 from tui.widgets.native_sources import (
@@ -589,26 +588,12 @@ class NativeTranscriptScreen(Screen[None]):
     def _export(self, request: ExportRequest, t: NativeTranscript, selection: dict[str, int]) -> None:
         from store.native_export import native_json, native_markdown
 
-        path = request.path
-        try:
-            if inside(path, self.sd.root):
-                raise StoreError("Exports are never written inside the session directory.")
-            text = native_json(t, selection) if request.format == "json" else native_markdown(t, selection)
-            path.write_text(text, encoding="utf-8")
-        except StoreError as exc:
-            self.post_message(ExportFinished(path, 0, str(exc)))
-        except OSError as exc:
-            self.post_message(ExportFinished(path, 0, f"{path} could not be written: {exc.strerror or exc}."))
-        else:
-            self.post_message(ExportFinished(path, len(text)))
+        make = native_json if request.format == "json" else native_markdown
+        self.post_message(write_export(request.path, self.sd.root, lambda: make(t, selection)))
 
     @on(ExportFinished)
     def _exported(self, message: ExportFinished) -> None:
-        if message.error:
-            self.notify(message.error, title="Export failed", severity="error")
-        else:
-            self.notify(f"Exported to {tildify(message.path)} ({plural(message.chars, 'character')}).",
-                        title="Export")
+        notify_export(self, message)
 
 
 __all__ = ["NativeLoad", "NativeRef", "NativeTranscriptScreen", "load_native", "native_title", "read_file_session"]

@@ -38,7 +38,7 @@ from tui.screens import transcript_actions  # noqa: F401 - registers the keys be
 from tui.formatting import describe_error, plural, tildify
 from tui.messages import ExportFinished
 from tui.live import LiveChanged
-from tui.widgets.export_dialog import ExportDialog, ExportRequest, inside
+from tui.widgets.export_dialog import ExportDialog, ExportRequest, notify_export, write_export
 from tui.widgets.header import AppHeader
 from tui.widgets.transcript_blocks import item_copy_text, raw_header
 from tui.widgets.transcript_view import (
@@ -582,27 +582,12 @@ class TranscriptScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="transcript-export", exit_on_error=False, description="Export the transcript")
     def _export(self, request: ExportRequest) -> None:
-        path = request.path
-        try:
-            if inside(path, self.sd.root):
-                raise StoreError("Exports are never written inside the session directory.")
-            make = entries.export_json if request.format == "json" else entries.export_markdown
-            text = make(self.sd, self.session_id)
-            path.write_text(text, encoding="utf-8")
-        except StoreError as exc:
-            self.post_message(ExportFinished(path, 0, str(exc)))
-        except OSError as exc:
-            self.post_message(ExportFinished(path, 0, f"{path} could not be written: {exc.strerror or exc}."))
-        else:
-            self.post_message(ExportFinished(path, len(text)))
+        make = entries.export_json if request.format == "json" else entries.export_markdown
+        self.post_message(write_export(request.path, self.sd.root, lambda: make(self.sd, self.session_id)))
 
     @on(ExportFinished)
     def _export_finished(self, message: ExportFinished) -> None:
-        if message.error:
-            self.notify(message.error, title="Export failed", severity="error")
-        else:
-            self.notify(f"Exported to {tildify(message.path)} ({plural(message.chars, 'character')}).",
-                        title="Export")
+        notify_export(self, message)
 
 
 def _start_cursor(sd: SessionDir, session_id: str) -> Cursor | None:

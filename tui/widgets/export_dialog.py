@@ -8,6 +8,7 @@ after a second press of Export.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -17,7 +18,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
+from textual.widget import Widget
 from textual.widgets import Button, Input, RadioButton, RadioSet, Static
+
+from tui.formatting import plural, tildify
+from tui.messages import ExportFinished
 
 ExportFormat = Literal["markdown", "json"]
 EXTENSIONS: dict[str, str] = {"markdown": ".md", "json": ".json"}
@@ -43,6 +48,30 @@ def inside(path: Path, folder: Path) -> bool:
     except ValueError:
         return False
     return True
+
+
+def write_export(path: Path, session_root: Path, make: Callable[[], str]) -> ExportFinished:
+    """Write the text ``make()`` returns to ``path`` (never inside the session directory), in a worker; the
+    returned message says what happened and is posted by the caller."""
+    from store.errors import StoreError
+
+    try:
+        if inside(path, session_root):
+            raise StoreError("Exports are never written inside the session directory.")
+        text = make()
+        path.write_text(text, encoding="utf-8")
+    except StoreError as exc:
+        return ExportFinished(path, 0, str(exc))
+    except OSError as exc:
+        return ExportFinished(path, 0, f"{path} could not be written: {exc.strerror or exc}.")
+    return ExportFinished(path, len(text))
+
+
+def notify_export(widget: Widget, message: ExportFinished) -> None:
+    if message.error:
+        widget.notify(message.error, title="Export failed", severity="error")
+    else:
+        widget.notify(f"Exported to {tildify(message.path)} ({plural(message.chars, 'character')}).", title="Export")
 
 
 def check_export_path(text: str, session_root: Path | None) -> tuple[Path | None, str]:
