@@ -246,21 +246,9 @@ class CheckpointList(CursorRows, ScrollView, can_focus=True, inherit_bindings=Fa
         self._strips.clear()
         self.virtual_size = Size(self.scrollable_content_region.width or self.size.width, len(self.rows) + 1)
 
-    def on_focus(self) -> None:
-        self._restyle()
-
-    def on_blur(self) -> None:
-        self._restyle()
-
-    def notify_style_update(self) -> None:
+    def _forget_styles(self) -> None:
         self._styles = None
         self._strips.clear()
-        super().notify_style_update()
-
-    def _restyle(self) -> None:
-        self._styles = None
-        self._strips.clear()
-        self.refresh()
 
     # --- drawing ----------------------------------------------------------------------------------------------
 

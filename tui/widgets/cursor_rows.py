@@ -17,10 +17,27 @@ class CursorRows:
     """Mixin for a ``ScrollView`` list: cursor movement, paging, ``enter`` and clicks (double-click opens)."""
 
     cursor: int
+    _styles: Any
     rows: Any
     selected: Any
     scrollable_content_region: Any
     scroll_offset: Any
+
+    def _forget_styles(self) -> None:
+        """Drop what was drawn with the old styles (the cursor row looks different with and without focus)."""
+        self._styles = None
+
+    def on_focus(self) -> None:
+        self._forget_styles()
+        self.refresh()  # type: ignore[attr-defined]
+
+    def on_blur(self) -> None:
+        self._forget_styles()
+        self.refresh()  # type: ignore[attr-defined]
+
+    def notify_style_update(self) -> None:
+        self._forget_styles()
+        super().notify_style_update()  # type: ignore[misc]
 
     def _row_count(self) -> int:
         return len(self.rows)

@@ -171,17 +171,6 @@ class AgentSessionList(CursorRows, ScrollView, can_focus=True, inherit_bindings=
     def on_resize(self, event: events.Resize) -> None:
         self._resize()
 
-    def on_focus(self) -> None:
-        self._styles = None
-        self.refresh()
-
-    def on_blur(self) -> None:
-        self._styles = None
-        self.refresh()
-
-    def notify_style_update(self) -> None:
-        self._styles = None
-        super().notify_style_update()
 
     # --- drawing ----------------------------------------------------------------------------------------------
 

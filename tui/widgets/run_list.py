@@ -748,19 +748,6 @@ class RunList(CursorRows, ScrollView, can_focus=True, inherit_bindings=False):
         if round(old) != round(new):
             self._read_more_if_near_end()
 
-
-    def on_focus(self) -> None:
-        self._styles = None
-        self.refresh()
-
-    def on_blur(self) -> None:
-        self._styles = None
-        self.refresh()
-
-    def notify_style_update(self) -> None:
-        self._styles = None
-        super().notify_style_update()
-
     # --- drawing ----------------------------------------------------------------------------------------------
 
     def _get_styles(self) -> _Styles:

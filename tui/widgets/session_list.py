@@ -569,23 +569,10 @@ class SessionList(CursorRows, ScrollView, can_focus=True, inherit_bindings=False
     def _opened(self, row: SessionSummary) -> SessionList.Opened:
         return self.Opened(row.id)
 
-    def on_focus(self) -> None:
+    def _forget_styles(self) -> None:
         self._styles = None
         self._strips.clear()
         self._strip_rows.clear()
-        self.refresh()
-
-    def on_blur(self) -> None:
-        self._styles = None
-        self._strips.clear()
-        self._strip_rows.clear()
-        self.refresh()
-
-    def notify_style_update(self) -> None:
-        self._styles = None
-        self._strips.clear()
-        self._strip_rows.clear()
-        super().notify_style_update()
 
     def _get_styles(self) -> _Styles:
         if self._styles is None:
