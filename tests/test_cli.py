@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from store.db import OpenMode
-from store.sessiondir import open_session_dir
-from tui import cli
+from store.mothx.db import OpenMode
+from store.mothx.sessiondir import open_session_dir
+from tui.cli import core as cli
 
 REPO = Path(__file__).resolve().parents[1]
 A = "a1b2c3d4e5f60001"
@@ -248,9 +248,9 @@ def test_keyboard_interrupt_is_130(monkeypatch: pytest.MonkeyPatch, sdir: Path,
     def interrupted(*_: object, **__: object) -> None:
         raise KeyboardInterrupt
 
-    import store.sessions
+    import store.mothx.sessions
 
-    monkeypatch.setattr(store.sessions, "list_sessions", interrupted)
+    monkeypatch.setattr(store.mothx.sessions, "list_sessions", interrupted)
     code, _, err = run(capsys, "--dir", str(sdir), "list")
     assert code == 130 and "Traceback" not in err
 
@@ -296,7 +296,7 @@ def test_console_script_and_module_in_real_processes(sdir: Path) -> None:
 
 
 def test_list_does_not_import_textual() -> None:
-    code = ("import sys; from tui import cli; "
+    code = ("import sys; from tui.cli import core as cli; "
             "print(any(m == 'textual' or m.startswith('textual.') for m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(REPO)})

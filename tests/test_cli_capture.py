@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from store import agentstate as ast
-from store.capture import CaptureProgress
-from store.db import OpenMode
-from store.native import parse_codex
-from store.sessiondir import open_session_dir
-from tui import cli
-from tui.cli_capture import _ProgressBar
+from store.agents import agentstate as ast
+from store.agents.capture import CaptureProgress
+from store.mothx.db import OpenMode
+from store.agents.native import parse_codex
+from store.mothx.sessiondir import open_session_dir
+from tui.cli import core as cli
+from tui.cli.capture import _ProgressBar
 
 CC_SESSIONS = {  # agent session id -> (files, records), from the fixture README's line counts
     "03eb5929-52b3-4b13-ada3-b93ae35806b8": (1, 61),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from store.demo_model import DEMO_NOW_UNIX
+from store.demo.model import DEMO_NOW_UNIX
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 def demo_master_cli() -> Path:
     import tempfile
 
-    from store.demo import ensure_demo
+    from store.demo.build import ensure_demo
 
     return ensure_demo(Path(tempfile.gettempdir()) / "sessionscope-tests" / "demo" / "sessions")
 
@@ -146,7 +146,7 @@ def test_without_yes_and_without_a_terminal_the_repair_is_refused(demo: Path) ->
 
 def test_a_terminal_is_asked_and_no_is_the_default(demo: Path, monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    from tui import cli
+    from tui.cli import core as cli
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -166,7 +166,7 @@ def test_a_terminal_is_asked_and_no_is_the_default(demo: Path, monkeypatch: pyte
 
 
 def test_recover_with_yes_writes_the_reference_rows_and_announces_them(demo: Path, _private_bus_port: int) -> None:
-    from store.bus import BusListener
+    from store.mothx.bus import BusListener
 
     ids = active_runs(demo)
     run_id = ids["orphan"]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from store.db import OpenMode
-from store.sessiondir import open_session_dir
+from store.mothx.db import OpenMode
+from store.mothx.sessiondir import open_session_dir
 from tui.cli import main
 
 

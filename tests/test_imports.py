@@ -11,12 +11,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def store_modules() -> list[str]:
-    return sorted(f"store.{p.stem}" for p in (ROOT / "store").glob("*.py") if p.stem != "__init__")
+    names = []
+    for p in (ROOT / "store").rglob("*.py"):
+        parts = p.relative_to(ROOT).with_suffix("").parts
+        names.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return sorted(names)
 
 
 def test_store_modules_import_without_textual() -> None:
     modules = store_modules()
-    assert "store.sessions" in modules and "store.db" in modules
+    assert "store.mothx.sessions" in modules and "store.mothx.db" in modules
     code = (
         "import importlib, json, sys\n"
         f"for name in {modules!r}:\n"

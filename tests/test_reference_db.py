@@ -15,7 +15,7 @@ from tui.cli import main
 REFERENCE_DDL = Path(__file__).resolve().parents[2] / "shared" / "reference" / "sessions-db-v43.sql"
 BUNDLED_DDL = Path(__file__).resolve().parents[1] / "store" / "sql"
 
-# Written out here on purpose (not imported from store.schema): this test stands for a foreign writer.
+# Written out here on purpose (not imported from store.mothx.schema): this test stands for a foreign writer.
 V43_MIGRATIONS = [
     (16, "add_channel_binding_columns"), (17, "create_session_channel_tools"), (18, "create_session_runs"),
     (19, "create_response_runtime_tables"), (20, "harden_response_runtime_identity"),
@@ -155,10 +155,10 @@ def test_reference_db_lists_and_replays(tmp_path: Path, capsys: pytest.CaptureFi
     assert all(r["parse_error"] is None for r in rows[:-1])
 
     # The command line opens list/show read-only unless told otherwise; the store itself is checked in each mode.
-    from store.db import OpenMode
-    from store.entries import replay
-    from store.sessiondir import open_session_dir
-    from store.sessions import SessionFilter, list_sessions
+    from store.mothx.db import OpenMode
+    from store.mothx.entries import replay
+    from store.mothx.sessiondir import open_session_dir
+    from store.mothx.sessions import SessionFilter, list_sessions
 
     with open_session_dir(folder, OpenMode(mode)) as sd:
         assert sd.mode is OpenMode(mode) and sd.writable == (mode == "read-write")

@@ -24,7 +24,7 @@ from textual.app import App
 from textual.message import Message
 from textual.reactive import reactive
 
-from store.db import OpenMode
+from store.mothx.db import OpenMode
 from tui import actions
 from tui.formatting import describe_error, tildify
 from tui.live import LiveChanged, LiveFlush, LiveUpdates, deliver, live_wanted
@@ -37,15 +37,15 @@ if TYPE_CHECKING:
     from textual.screen import Screen
     from textual.theme import Theme
 
-    from store.sessiondir import SessionDir
-    from store.sessions import SessionPage
+    from store.mothx.sessiondir import SessionDir
+    from store.mothx.sessions import SessionPage
 
 
 def quick_check_aside(sd: SessionDir) -> str:
     """``quick_check`` on a read connection of its own, so the list can still read while it runs (it takes
     about a second per 500 MB and ``sd.db`` serialises its users). Where a second connection would need a
     private copy of the files (``sd.db`` already reads one), the check runs on ``sd.db`` itself."""
-    from store.db import open_database
+    from store.mothx.db import open_database
 
     if sd.db.private_copy is not None:
         return sd.db.quick_check()
@@ -93,7 +93,7 @@ def open_and_read(path: Path, mode: OpenMode, *, prefetch: bool = True) -> Opene
     """Open ``path`` in ``mode`` and (``prefetch``) read the first window of the default session list.
 
     Never raises: a failure is returned as one sentence (a StoreError's own, or the type of a bug)."""
-    from store.sessiondir import open_session_dir
+    from store.mothx.sessiondir import open_session_dir
 
     try:
         sd = open_session_dir(path, mode)
@@ -104,7 +104,7 @@ def open_and_read(path: Path, mode: OpenMode, *, prefetch: bool = True) -> Opene
     first_page = None
     if prefetch:
         try:
-            from store.sessions import defer_deletion_check, list_sessions
+            from store.mothx.sessions import defer_deletion_check, list_sessions
             from tui.widgets.session_list import WINDOW, default_query
 
             query = default_query()
@@ -412,7 +412,7 @@ class SessionscopeApp(App[None]):
 
     @work(thread=True, exclusive=True, group="list-verify", exit_on_error=False, description="Check the list cache")
     def _verify_list(self, sd: SessionDir) -> None:
-        from store.sessions import verify_list
+        from store.mothx.sessions import verify_list
 
         try:
             changed = verify_list(sd)
@@ -453,11 +453,11 @@ class SessionscopeApp(App[None]):
     @work(thread=True, exclusive=True, group="demo", exit_on_error=False, description="Build the demo directory")
     def _build_demo(self) -> None:
         try:
-            from store.demo import ensure_demo
+            from store.demo.build import ensure_demo
 
             path = ensure_demo()
         except ImportError:
-            self.post_message(StoreFailed(None, "The demo builder (store.demo) is not available in this build."))
+            self.post_message(StoreFailed(None, "The demo builder (store.demo.build) is not available in this build."))
             return
         except Exception as exc:  # noqa: BLE001 - shown on the error screen as one line
             self.post_message(StoreFailed(None, f"The demo directory could not be built: {describe_error(exc)}"))
@@ -577,7 +577,7 @@ class SessionscopeApp(App[None]):
     @work(thread=True, exclusive=True, group="resolve-session", exit_on_error=False, description="Find a session")
     def _resolve_session(self, sd: SessionDir, text: str) -> None:
         try:
-            from store.sessions import get_session
+            from store.mothx.sessions import get_session
 
             summary = get_session(sd, text)
         except Exception as exc:  # noqa: BLE001 - SessionNotFound / AmbiguousSessionId, or a bug: one line

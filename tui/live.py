@@ -2,10 +2,10 @@
 
 :class:`LiveUpdates` is started by the app once the store is open and stopped when it exits. Two sources feed it:
 
-* the lease bus (:class:`store.bus.BusListener`): each accepted datagram that concerns this directory's
+* the lease bus (:class:`store.mothx.bus.BusListener`): each accepted datagram that concerns this directory's
   ``sessions.db`` names one session (a ``database_rebuilt`` names them all);
-* the file watcher (:class:`store.watch.SessionDirWatcher`) for writers that do not announce themselves:
-  a change of ``sessions.db`` or its ``-wal`` runs :func:`store.watch.change_probe`, which says which sessions'
+* the file watcher (:class:`store.mothx.watch.SessionDirWatcher`) for writers that do not announce themselves:
+  a change of ``sessions.db`` or its ``-wal`` runs :func:`store.mothx.watch.change_probe`, which says which sessions'
   entries, run events, runs or leases changed (or that something it cannot attribute did: refresh everything
   shown).
 
@@ -19,7 +19,7 @@ A notification is only a hint. Nothing a datagram carries is ever shown: the scr
 sessions from SQLite and show what the database says.
 
 With ``publish=True`` (read-write mode) the lease engine's publish hook is connected to a
-:class:`store.bus.BusPublisher`, so Sessionscope's own repairs announce ``acquired`` / ``released`` /
+:class:`store.mothx.bus.BusPublisher`, so Sessionscope's own repairs announce ``acquired`` / ``released`` /
 ``state_changed`` as a runtime would; our own datagrams are skipped by our listener (same origin id).
 """
 
@@ -34,9 +34,9 @@ from textual.message import Message
 if TYPE_CHECKING:
     from textual.app import App
 
-    from store.bus import BusHint, BusListener, BusPublisher
-    from store.sessiondir import SessionDir
-    from store.watch import SessionDirWatcher, WatchHint
+    from store.mothx.bus import BusHint, BusListener, BusPublisher
+    from store.mothx.sessiondir import SessionDir
+    from store.mothx.watch import SessionDirWatcher, WatchHint
 
 
 class LiveFlush(Message):
@@ -105,7 +105,7 @@ class LiveUpdates:
 
     def _start(self) -> None:
         try:
-            from store.bus import BusListener, database_identity, install_publisher
+            from store.mothx.bus import BusListener, database_identity, install_publisher
 
             self._identity = database_identity(self.sd.db_path)
             if self.publish and self.sd.writable and not self._stopped:
@@ -115,7 +115,7 @@ class LiveUpdates:
                 listener.start()
                 self.listener = listener
             if self.want_watch and not self._stopped:
-                from store.watch import SessionDirWatcher, change_probe
+                from store.mothx.watch import SessionDirWatcher, change_probe
 
                 change_probe(self.sd)  # the baseline: the first change after this is attributed
                 watcher = SessionDirWatcher(self.sd.root, self._on_file_change)
@@ -143,7 +143,7 @@ class LiveUpdates:
         if watcher is not None:
             watcher.stop()
         if publisher is not None:
-            from store.bus import installed_publisher, uninstall_publisher
+            from store.mothx.bus import installed_publisher, uninstall_publisher
 
             if installed_publisher() is publisher:
                 uninstall_publisher()
@@ -171,7 +171,7 @@ class LiveUpdates:
     def _on_file_change(self, hint: WatchHint) -> None:
         if self._stopped or not (hint.content_changed or hint.writer_started):
             return
-        from store.watch import change_probe
+        from store.mothx.watch import change_probe
 
         self._probes += 1
         try:

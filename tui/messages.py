@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 if TYPE_CHECKING:
-    from store.sessiondir import SessionDir
-    from store.sessions import SessionPage, SessionSummary
+    from store.mothx.sessiondir import SessionDir
+    from store.mothx.sessions import SessionPage, SessionSummary
 
 
 class StoreOpened(Message):

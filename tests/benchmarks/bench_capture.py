@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from store.capture import capture_claude_code  # noqa: E402
-from store.sessiondir import open_session_dir  # noqa: E402
+from store.agents.capture import capture_claude_code  # noqa: E402
+from store.mothx.sessiondir import open_session_dir  # noqa: E402
 
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "real" / "claude-code"
 SEED_FILES = [

@@ -53,8 +53,8 @@ def _stamp(seconds: int) -> str:
 
 def build(folder: Path) -> None:
     """10,000 sessions and 2,000 runs written with raw SQL into a fresh v43 directory."""
-    from store.db import OpenMode
-    from store.sessiondir import open_session_dir
+    from store.mothx.db import OpenMode
+    from store.mothx.sessiondir import open_session_dir
 
     folder.mkdir(parents=True, exist_ok=True)
     open_session_dir(folder, OpenMode.READ_WRITE, create=True).close()
@@ -136,8 +136,8 @@ def _free_port() -> int:
 
 
 async def datagram_to_paint(folder: Path, samples: int) -> list[float]:
-    from store.bus import BusPublisher, database_identity
-    from store.db import OpenMode
+    from store.mothx.bus import BusPublisher, database_identity
+    from store.mothx.db import OpenMode
     from tests.tui.appwait import settle
     from tui.app import SessionscopeApp
     from tui.live import LiveUpdates
@@ -250,7 +250,7 @@ import sys, threading, time
 from pathlib import Path
 from textual import work
 from textual.message import Message
-from store.db import OpenMode
+from store.mothx.db import OpenMode
 from tui.app import SessionscopeApp
 from tui.screens.runs import RunsScreen
 from tui.widgets.run_list import RunList, RunScope, read_runs_page
@@ -268,7 +268,7 @@ class Bench(SessionscopeApp):
         self.done = threading.Event()
         threading.Thread(target=self._open, args=(path,), daemon=True).start()
     def _open(self, path) -> None:
-        from store.sessiondir import open_session_dir
+        from store.mothx.sessiondir import open_session_dir
         sd = open_session_dir(path, OpenMode.READ_ONLY)
         self.result = (sd, read_runs_page(sd, RunScope(), now=int(time.time())))
         self.done.set()

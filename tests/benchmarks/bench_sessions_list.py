@@ -40,9 +40,9 @@ PY = sys.executable
 FIRST_WINDOW = """
 import json, sys, time
 t0 = time.perf_counter()
-from store.db import OpenMode
-from store.sessiondir import open_session_dir
-from store.sessions import index_info, list_sessions
+from store.mothx.db import OpenMode
+from store.mothx.sessiondir import open_session_dir
+from store.mothx.sessions import index_info, list_sessions
 t1 = time.perf_counter()
 sd = open_session_dir(sys.argv[1], OpenMode(sys.argv[2]))
 t2 = time.perf_counter()
@@ -55,9 +55,9 @@ print(json.dumps({"import": t1 - t0, "open": t2 - t1, "window": t3 - t2, "total"
 
 WINDOWS = """
 import json, sys, time
-from store.db import OpenMode
-from store.sessiondir import open_session_dir
-from store.sessions import SortKey, list_sessions
+from store.mothx.db import OpenMode
+from store.mothx.sessiondir import open_session_dir
+from store.mothx.sessions import SortKey, list_sessions
 sd = open_session_dir(sys.argv[1], OpenMode.READ_ONLY)
 out = {}
 t = time.perf_counter(); page = list_sessions(sd, limit=100); out["first"] = time.perf_counter() - t
@@ -166,9 +166,9 @@ def bench_search(path: Path, env: dict[str, str], queries: list[str], repeat: in
         a, b = statistics.median(ours), statistics.median(theirs)
         print(f"{q:<16} {ms(a)}  {ms(b)}  {a / b:6.2f}")
     # In-process: the store call against the bare query (no interpreter start on either side).
-    from store.db import OpenMode
-    from store.sessiondir import open_session_dir
-    from store.sessions import SessionFilter, list_sessions
+    from store.mothx.db import OpenMode
+    from store.mothx.sessiondir import open_session_dir
+    from store.mothx.sessions import SessionFilter, list_sessions
 
     print(f"{'query':<16} {'list_sessions':>12} {'direct':>12} {'ratio':>7}   (median of {repeat}, in-process, "
           "fresh SessionDir each)")

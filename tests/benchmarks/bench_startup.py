@@ -50,7 +50,7 @@ SESSIONS = """
 import sys
 from pathlib import Path
 from textual.screen import Screen
-from store.db import OpenMode
+from store.mothx.db import OpenMode
 from tui.app import SessionscopeApp
 from tui.widgets.session_list import SessionList
 # Painted = the end of the first screen refresh in which the list drew session rows (the frame is then
@@ -78,7 +78,7 @@ SessionscopeApp(Path(sys.argv[1]), OpenMode.READ_ONLY).run(headless=True, size=(
 TRANSCRIPT = """
 import sys, time
 from pathlib import Path
-from store.db import OpenMode
+from store.mothx.db import OpenMode
 from tui.app import SessionscopeApp
 from tui.widgets.transcript_view import TranscriptView
 started = 0.0

@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from store import entries  # noqa: E402
-from store.db import OpenMode  # noqa: E402
-from store.sessiondir import open_session_dir  # noqa: E402
+from store.mothx import entries  # noqa: E402
+from store.mothx.db import OpenMode  # noqa: E402
+from store.mothx.sessiondir import open_session_dir  # noqa: E402
 from tests.tui.transcript_support import TranscriptHost, settle  # noqa: E402
 
 SESSION = "5e55101100000001"
@@ -181,7 +181,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=50_000)
     args = parser.parse_args()
-    from store.demo import ensure_demo
+    from store.demo.build import ensure_demo
 
     with tempfile.TemporaryDirectory() as tmp:
         demo = ensure_demo(Path(tmp) / "demo")

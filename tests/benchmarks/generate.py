@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from store.schema import create_v43  # noqa: E402
+from store.mothx.schema import create_v43  # noqa: E402
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 MANIFEST = "generated.json"

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store import agentstate as ast
-from store.agentstate import (
+from store.agents import agentstate as ast
+from store.agents.agentstate import (
     FileShape,
     InvalidSessionState,
     PersistedSessionState,
@@ -24,9 +24,9 @@ from store.agentstate import (
     SessionStateRecord,
     StaleFence,
 )
-from store.db import OpenMode
+from store.mothx.db import OpenMode
 from store.errors import ReadOnlyStore, StoreError
-from store.sessiondir import SessionDir, open_session_dir
+from store.mothx.sessiondir import SessionDir, open_session_dir
 
 AGENT = "claude-code"
 SID = "5b0c8f2e-0000-4000-8000-000000000001"

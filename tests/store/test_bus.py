@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store import bus
-from store.bus import (
+from store.mothx import bus
+from store.mothx.bus import (
     BusHint,
     BusListener,
     BusMessage,
@@ -391,7 +391,7 @@ def test_prime_and_mark_uncertain() -> None:
 
 
 def _snapshot(*, state: str, expires_at: int, now: int) -> object:
-    from store.leases import snapshot_from_row
+    from store.mothx.leases import snapshot_from_row
 
     row = (SID, "pid-4-dddd", 4, "process", "h" * 64, 2, "run1", "execution", state, now - 1, now, expires_at, now)
     return snapshot_from_row(row, now)
@@ -518,7 +518,7 @@ def test_datagram_from_another_process(port: int) -> None:
     hints: queue.Queue[BusHint] = queue.Queue()
     lst = _listener(hints)
     code = (
-        "from store.bus import BusPublisher\n"
+        "from store.mothx.bus import BusPublisher\n"
         "p = BusPublisher(origin_instance_id='pid-77-child')\n"
         "assert p.publish('acquired', session_id='abcdefabcdefabcd', database_identity='/d/sessions.db', epoch=1)\n"
     )
@@ -683,15 +683,15 @@ def test_message_ids_and_seq_are_unique_and_increasing() -> None:
 
 
 def test_default_origin_is_the_lease_engine_instance_id() -> None:
-    from store.leases import LeaseOwner
+    from store.mothx.leases import LeaseOwner
 
     assert BusPublisher(port=1).origin_instance_id == LeaseOwner.current().instance_id
     assert re.fullmatch(r"pid-\d+-[0-9a-f]{32}", bus.process_origin_id())
 
 
 def test_install_publisher_announces_lease_changes(port: int, tmp_path: Path) -> None:
-    from store import leases
-    from store.sessiondir import open_session_dir
+    from store.mothx import leases
+    from store.mothx.sessiondir import open_session_dir
 
     sd = open_session_dir(tmp_path, create=True)
     with sd.db.write() as conn:
@@ -725,8 +725,8 @@ def test_install_publisher_announces_lease_changes(port: int, tmp_path: Path) ->
 
 
 def test_snapshot_announces_held_leases(port: int, tmp_path: Path) -> None:
-    from store import leases
-    from store.sessiondir import open_session_dir
+    from store.mothx import leases
+    from store.mothx.sessiondir import open_session_dir
 
     sd = open_session_dir(tmp_path, create=True)
     with sd.db.write() as conn:

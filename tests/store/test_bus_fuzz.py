@@ -20,8 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store import bus
-from store.bus import BusHint, BusListener, BusMessage, BusPublisher, encode
+from store.mothx import bus
+from store.mothx.bus import BusHint, BusListener, BusMessage, BusPublisher, encode
 
 OWN = "pid-1-ownprocess"
 ORIGINS = [f"pid-{100 + i}-{'%032x' % (i * 7919)}" for i in range(6)]

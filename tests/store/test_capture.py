@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from store import agentstate as ast
-from store import capture as cap
-from store.db import OpenMode
+from store.agents import agentstate as ast
+from store.agents import capture as cap
+from store.mothx.db import OpenMode
 from store.errors import ReadOnlyStore, RepairRefused, SessionNotFound
-from store.native import parse_claude_code, parse_codex, read_claude_code_file, read_codex_file
-from store.sessiondir import SessionDir, open_session_dir
+from store.agents.native import parse_claude_code, parse_codex, read_claude_code_file, read_codex_file
+from store.mothx.sessiondir import SessionDir, open_session_dir
 
 REWIND_ID = "03eb5929-52b3-4b13-ada3-b93ae35806b8"
 SAMPLE_ID = "326189cf-5676-4237-8cde-1ce80aae4a9f"

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from store.db import OpenMode, open_database
+from store.mothx.db import OpenMode, open_database
 from store.errors import DatabaseCorrupt, ReadOnlyStore, SchemaIncompatible, StoreError
-from store.schema import CURRENT_VERSION, MIGRATIONS
-from store.sessiondir import SessionDir, open_session_dir
+from store.mothx.schema import CURRENT_VERSION, MIGRATIONS
+from store.mothx.sessiondir import SessionDir, open_session_dir
 
 BASE_ID = "a" * 16
 WAL_ID = "b" * 16

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from store.db import OpenMode
-from store.demo import (
+from store.mothx.db import OpenMode
+from store.demo.build import (
     DEMO_MARKER,
     DEMO_NOW,
     DEMO_NOW_UNIX,
@@ -26,7 +26,7 @@ from store.demo import (
 )
 from store.errors import StoreError
 from store.paths import default_demo_dir, knowledge_base_files
-from store.sessiondir import open_session_dir
+from store.mothx.sessiondir import open_session_dir
 
 HEX16 = re.compile(r"^[0-9a-f]{16}$")
 OWNER = re.compile(r"^pid-(\d+)-[0-9a-f]{32}$")
@@ -78,7 +78,7 @@ def test_two_builds_hold_identical_rows(tmp_path: Path, demo_dir: Path) -> None:
     """A second build, in another process with another hash seed and another path, holds the same rows."""
     other = tmp_path / "elsewhere" / "demo"
     env = {**os.environ, "PYTHONHASHSEED": "4242"}
-    subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from store.demo import build_demo; "
+    subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from store.demo.build import build_demo; "
                     "build_demo(Path(sys.argv[1]))", str(other)], check=True, env=env, cwd=Path(__file__).parents[2])
     assert dump(other / "sessions.db") == dump(demo_dir / "sessions.db")
     mine = [p.name for p in knowledge_base_files(demo_dir)]
@@ -520,7 +520,7 @@ def test_build_without_force_refuses_an_existing_demo(tmp_path: Path) -> None:
 
 
 def test_a_failed_build_leaves_no_half_built_demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import store.demo as demo
+    import store.demo.build as demo
 
     target = build_demo(tmp_path / "demo")
     marker = (target / DEMO_MARKER).read_bytes()

@@ -1,4 +1,4 @@
-"""store.entries: message parsing, replay rules of reference 7.4/7.5, keyset pages, raw pages, exports."""
+"""store.mothx.entries: message parsing, replay rules of reference 7.4/7.5, keyset pages, raw pages, exports."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store.db import OpenMode
-from store.entries import (
+from store.mothx.db import OpenMode
+from store.mothx.entries import (
     END_SEQ,
     Block,
     Message,
@@ -34,7 +34,7 @@ from store.entries import (
     turn_markers,
 )
 from store.errors import SessionNotFound
-from store.sessiondir import SessionDir, open_session_dir
+from store.mothx.sessiondir import SessionDir, open_session_dir
 
 SID = "5e55105e55105e55"
 _IDS = itertools.count(1)

@@ -23,14 +23,14 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from store import leases
+from store.mothx import leases
 from store.errors import LeaseBusy, LeaseLost, RepairRefused, StoreError
-from store.leases import LeaseOwner, LeaseSnapshot, acquire, get_lease, renew_all
-from store.recovery import AbandonToolExecutions, RecoverRun, ReleaseExpiredLease
-from store.repairs import RepairPreview
-from store.runs import TERMINAL_STATUSES, list_turns, pending_decisions_conn, read_execution_facts
-from store.sessiondir import open_session_dir
-from store.simulator import STEP_KINDS, RuntimeSimulator, create_session
+from store.mothx.leases import LeaseOwner, LeaseSnapshot, acquire, get_lease, renew_all
+from store.mothx.recovery import AbandonToolExecutions, RecoverRun, ReleaseExpiredLease
+from store.mothx.repairs import RepairPreview
+from store.mothx.runs import TERMINAL_STATUSES, list_turns, pending_decisions_conn, read_execution_facts
+from store.mothx.sessiondir import open_session_dir
+from store.mothx.simulator import STEP_KINDS, RuntimeSimulator, create_session
 
 T0 = 1_900_000_000
 TTL = 15

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from store import leases
-from store.db import OpenMode
+from store.mothx import leases
+from store.mothx.db import OpenMode
 from store.errors import LeaseBusy, LeaseLost, ReadOnlyStore, SessionNotFound
-from store.leases import (
+from store.mothx.leases import (
     LeaseEpochChanged,
     LeaseOwner,
     LeaseRunMismatch,
@@ -33,9 +33,9 @@ from store.leases import (
     renew_lease,
     start_heartbeat,
 )
-from store.runs import NewRun, create_run
-from store.sessiondir import SessionDir, open_session_dir
-from store.simulator import RuntimeSimulator, create_session
+from store.mothx.runs import NewRun, create_run
+from store.mothx.sessiondir import SessionDir, open_session_dir
+from store.mothx.simulator import RuntimeSimulator, create_session
 
 T0 = 1_900_000_000
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from store import native
-from store.native import (
+from store.agents import native
+from store.agents.native import (
     K_COMPACT_BOUNDARY,
     K_FILE_SNAPSHOT,
     K_HOOK,

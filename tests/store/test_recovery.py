@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from store import repairs
-from store.db import OpenMode
+from store.mothx import repairs
+from store.mothx.db import OpenMode
 from store.errors import ReadOnlyStore, RepairRefused, StoreError
-from store.leases import LeaseOwner, acquire_lease, clock_override, get_lease, renew_lease, sqlite_now
-from store.recovery import (
+from store.mothx.leases import LeaseOwner, acquire_lease, clock_override, get_lease, renew_lease, sqlite_now
+from store.mothx.recovery import (
     AbandonToolExecutions,
     RecoverRun,
     RecoveryFailed,
@@ -28,9 +28,9 @@ from store.recovery import (
     list_interrupted_tools,
     recovery_backoff,
 )
-from store.runs import get_recovery, get_run, inspect_execution, list_run_events, list_turns, read_execution_facts
-from store.sessiondir import SessionDir, open_session_dir
-from store.simulator import RuntimeSimulator, create_session
+from store.mothx.runs import get_recovery, get_run, inspect_execution, list_run_events, list_turns, read_execution_facts
+from store.mothx.sessiondir import SessionDir, open_session_dir
+from store.mothx.simulator import RuntimeSimulator, create_session
 
 REPO = Path(__file__).resolve().parents[2]
 PERIODIC_TEXT = "execution owner lease expired while run was active"
@@ -52,12 +52,12 @@ def sid(sd: SessionDir) -> str:
 
 
 class SimProcess:
-    """``python -m store.simulator`` as a child process whose JSON lines are read by a thread."""
+    """``python -m store.mothx.simulator`` as a child process whose JSON lines are read by a thread."""
 
     def __init__(self, root: Path, session_id: str, *args: str) -> None:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "store.simulator", "--dir", str(root), "--session", session_id, *args],
+            [sys.executable, "-m", "store.mothx.simulator", "--dir", str(root), "--session", session_id, *args],
             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         self.lines: queue.Queue[dict[str, object]] = queue.Queue()

@@ -22,19 +22,19 @@ from pathlib import Path
 
 import pytest
 
-from store.leases import LeaseOwner, clock_override, get_lease, sqlite_now
-from store.recovery import AbandonToolExecutions, RecoverRun, ReleaseExpiredLease
-from store.repairs import STEP_ENV
-from store.runs import get_recovery, get_run, list_run_events, list_turns
-from store.sessiondir import SessionDir, open_session_dir
-from store.simulator import RuntimeSimulator, create_session
+from store.mothx.leases import LeaseOwner, clock_override, get_lease, sqlite_now
+from store.mothx.recovery import AbandonToolExecutions, RecoverRun, ReleaseExpiredLease
+from store.mothx.repairs import STEP_ENV
+from store.mothx.runs import get_recovery, get_run, list_run_events, list_turns
+from store.mothx.sessiondir import SessionDir, open_session_dir
+from store.mothx.simulator import RuntimeSimulator, create_session
 
 REPO = Path(__file__).resolve().parents[2]
 
 CHILD = """
 import sys
-from store.sessiondir import open_session_dir
-from store.repairs import make_repair
+from store.mothx.sessiondir import open_session_dir
+from store.mothx.repairs import make_repair
 sd = open_session_dir(sys.argv[1])
 kind = sys.argv[2]
 if kind == "recover-run":

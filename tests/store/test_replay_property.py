@@ -20,9 +20,9 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from store.db import OpenMode
-from store.entries import END_SEQ, ReplayMessage, ReplayPlan, load_rows, replay, replay_details, replay_page, replay_plan
-from store.sessiondir import SessionDir, open_session_dir
+from store.mothx.db import OpenMode
+from store.mothx.entries import END_SEQ, ReplayMessage, ReplayPlan, load_rows, replay, replay_details, replay_page, replay_plan
+from store.mothx.sessiondir import SessionDir, open_session_dir
 
 SID = "feedfacefeedface"
 OTHER = "0000111122223333"

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from store.db import OpenMode
+from store.mothx.db import OpenMode
 from store.errors import LeaseLost, SessionNotFound, StoreError
-from store.leases import LeaseOwner, LeaseSnapshot, acquire_lease, clock_override
-from store.runs import (
+from store.mothx.leases import LeaseOwner, LeaseSnapshot, acquire_lease, clock_override
+from store.mothx.runs import (
     NON_TERMINAL_STATUSES,
     TERMINAL_STATUSES,
     ExecutionFacts,
@@ -43,8 +43,8 @@ from store.runs import (
     read_execution_facts,
     transition_run,
 )
-from store.sessiondir import SessionDir, open_session_dir
-from store.simulator import RuntimeSimulator, create_session
+from store.mothx.sessiondir import SessionDir, open_session_dir
+from store.mothx.simulator import RuntimeSimulator, create_session
 
 T0 = 1_900_000_000
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-import store.schema as schema_module
-from store.db import OpenMode
+import store.mothx.schema as schema_module
+from store.mothx.db import OpenMode
 from store.errors import ReadOnlyStore
-from store.schema import (
+from store.mothx.schema import (
     CURRENT_VERSION,
     EXPECTED_LAYOUT,
     MIGRATIONS,
@@ -21,7 +21,7 @@ from store.schema import (
     layout_from_ddl,
     layout_source,
 )
-from store.sessiondir import open_session_dir
+from store.mothx.sessiondir import open_session_dir
 
 SESSION_ID = "0123456789abcdef"
 
@@ -137,9 +137,9 @@ def test_fresh_layout_is_current(tmp_path: Path) -> None:
 
 
 def test_expected_layout_constant_matches_the_reference_ddl() -> None:
-    """EXPECTED_LAYOUT is generated from store/sql/; regenerate it with ``python -m store.schema``."""
+    """EXPECTED_LAYOUT is generated from store/sql/; regenerate it with ``python -m store.mothx.schema``."""
     built = layout_from_ddl()
-    assert list(EXPECTED_LAYOUT.items()) == list(built.items()), "run: python -m store.schema"
+    assert list(EXPECTED_LAYOUT.items()) == list(built.items()), "run: python -m store.mothx.schema"
     assert layout_source(built) in Path(schema_module.__file__).read_text(encoding="utf-8")  # as generated
     copy = expected_layout()
     copy["sessions"] = ()

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store import sessionlog as sl
-from store.sessionlog import (
+from store.agents import sessionlog as sl
+from store.agents.sessionlog import (
     CASEventLog,
     CASRetryLimit,
     CorruptEventLog,
@@ -26,7 +26,7 @@ from store.sessionlog import (
     Ref,
 )
 from store.errors import StoreError
-from store.sessiondir import open_session_dir
+from store.mothx.sessiondir import open_session_dir
 
 REF = Ref("ws-1", "session/1")
 
@@ -387,8 +387,8 @@ def test_native_follower(tmp_path: Path) -> None:
 
 
 def test_native_follower_recaptures_the_session(real_fixtures: Path, tmp_path: Path) -> None:
-    from store import agentstate as ast
-    from store.capture import capture_codex
+    from store.agents import agentstate as ast
+    from store.agents.capture import capture_codex
 
     root = tmp_path / "codex"
     src = real_fixtures / "codex" / "sessions" / "2026" / "02" / "23"

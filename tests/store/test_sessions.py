@@ -1,4 +1,4 @@
-"""store.sessions: the session list of reference 5.2, its aggregate cache, search, details and facets.
+"""store.mothx.sessions: the session list of reference 5.2, its aggregate cache, search, details and facets.
 
 The central property: whatever happens to ``sessions.db`` between opens (appends, deleted entries, deleted or
 new sessions, renames, a different database at the same path), the cached list equals a direct evaluation
@@ -21,16 +21,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import store.aggregates as aggregates
-import store.runs as runs_mod
-import store.sessions as sessions_mod
+import store.mothx.aggregates as aggregates
+import store.mothx.runs as runs_mod
+import store.mothx.sessions as sessions_mod
 from store import paths
-from store.db import OpenMode
+from store.mothx.db import OpenMode
 from store.errors import AmbiguousSessionId, SessionNotFound, StoreError
-from store.leases import LeaseOwner
-from store.schema import RUN_ACTIVE_STATUSES
-from store.sessiondir import SessionDir, open_session_dir
-from store.sessions import (
+from store.mothx.leases import LeaseOwner
+from store.mothx.schema import RUN_ACTIVE_STATUSES
+from store.mothx.sessiondir import SessionDir, open_session_dir
+from store.mothx.sessions import (
     FacetValue,
     SessionFilter,
     SessionSummary,
@@ -921,7 +921,7 @@ def test_list_module_does_not_import_textual_or_sqlmodel() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, store.sessions, store.sessionindex; "
+    code = ("import sys, store.mothx.sessions, store.mothx.sessionindex; "
             "print(any(m.startswith(('textual', 'sqlmodel', 'sqlalchemy')) for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[2], env={**os.environ})

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from store.bus import BusHint, BusListener
-from store.db import OpenMode
-from store.sessiondir import open_session_dir
-from store.simulator import create_session
+from store.mothx.bus import BusHint, BusListener
+from store.mothx.db import OpenMode
+from store.mothx.sessiondir import open_session_dir
+from store.mothx.simulator import create_session
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,7 +42,7 @@ def test_simulator_announces_its_lease_and_run_transitions(tmp_path: Path, monke
     assert listener.start(), listener.status
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "store.simulator", "--dir", str(tmp_path), "--session", session,
+            [sys.executable, "-m", "store.mothx.simulator", "--dir", str(tmp_path), "--session", session,
              "--steps", "6", "--append-interval", "0.01"],
             cwd=ROOT, capture_output=True, text=True, timeout=60,
         )

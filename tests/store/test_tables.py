@@ -1,4 +1,4 @@
-"""The SQLModel classes of store/tables.py describe exactly the layout the reference DDL creates."""
+"""The SQLModel classes of store/mothx/tables.py describe exactly the layout the reference DDL creates."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 import sqlalchemy as sa
 from sqlmodel import Session, SQLModel, select
 
-from store.db import OpenMode
-from store.schema import create_v43
-from store.sessiondir import open_session_dir
-from store.tables import (
+from store.mothx.db import OpenMode
+from store.mothx.schema import create_v43
+from store.mothx.sessiondir import open_session_dir
+from store.mothx.tables import (
     KB_V1_FTS_DDL,
     KB_V1_FTS_TABLE,
     KB_V1_METADATA,

@@ -13,9 +13,9 @@ import threading
 import time
 from pathlib import Path
 
-from store.db import OpenMode
-from store.sessiondir import SessionDir, open_session_dir
-from store.watch import (
+from store.mothx.db import OpenMode
+from store.mothx.sessiondir import SessionDir, open_session_dir
+from store.mothx.watch import (
     ChangeProbe,
     SessionDirWatcher,
     WatchHint,

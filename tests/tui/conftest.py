@@ -18,7 +18,7 @@ def demo_master() -> Path:
 
     Open it only in a read mode, or copy it first with ``demo_dir``: tests must not write to it.
     """
-    from store.demo import ensure_demo
+    from store.demo.build import ensure_demo
 
     return ensure_demo(DEMO_MASTER)
 

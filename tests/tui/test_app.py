@@ -10,7 +10,7 @@ from typing import ClassVar
 import pytest
 from textual.widgets import Input, Static
 
-from store.db import OpenMode
+from store.mothx.db import OpenMode
 from tests.tui.appwait import settle
 from tui import actions
 from tui.app import SessionscopeApp
@@ -106,7 +106,7 @@ async def test_welcome_screen_when_no_session_dir() -> None:
 
 
 async def test_welcome_d_opens_the_demo_read_write(demo_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import store.demo
+    import store.demo.build
 
     calls: list[object] = []
 
@@ -114,7 +114,7 @@ async def test_welcome_d_opens_the_demo_read_write(demo_dir: Path, monkeypatch: 
         calls.append(target_dir)
         return demo_dir
 
-    monkeypatch.setattr(store.demo, "ensure_demo", fake_ensure_demo)
+    monkeypatch.setattr(store.demo.build, "ensure_demo", fake_ensure_demo)
     app = SessionscopeApp(None, OpenMode.READ_WRITE)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
@@ -177,9 +177,9 @@ def test_integrity_line_counts_the_problems() -> None:
 
 
 async def test_from_the_error_screen_d_opens_the_demo(tmp_path: Path, demo_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import store.demo
+    import store.demo.build
 
-    monkeypatch.setattr(store.demo, "ensure_demo", lambda target_dir=None: demo_dir)
+    monkeypatch.setattr(store.demo.build, "ensure_demo", lambda target_dir=None: demo_dir)
     folder = tmp_path / "broken"
     folder.mkdir()
     (folder / "sessions.db").write_bytes(b"garbage" * 100)
@@ -528,8 +528,8 @@ async def test_a_slow_opening_shows_opening_first_then_the_rows(demo_dir: Path,
 
 async def test_entries_deleted_since_the_list_cache_was_written_are_shown_after_the_first_paint(
         demo_dir: Path) -> None:
-    from store.sessiondir import open_session_dir
-    from store.sessions import list_sessions
+    from store.mothx.sessiondir import open_session_dir
+    from store.mothx.sessions import list_sessions
 
     with open_session_dir(demo_dir, OpenMode.READ_ONLY) as sd:      # the list cache is written
         row = next(r for r in list_sessions(sd, limit=12).rows if r.message_count > 3)   # on the first screen

@@ -14,11 +14,11 @@ import pytest
 from textual.command import CommandPalette
 from textual.widgets import OptionList, Static
 
-from store import agentstate as ast
-from store.capture import capture_claude_code, capture_codex
-from store.db import OpenMode
+from store.agents import agentstate as ast
+from store.agents.capture import capture_claude_code, capture_codex
+from store.mothx.db import OpenMode
 from store.errors import ReadOnlyStore
-from store.sessiondir import open_session_dir
+from store.mothx.sessiondir import open_session_dir
 from tests.tui.appwait import settle
 from tui.app import SessionscopeApp
 from tui.screens.checkpoints import CheckpointsScreen

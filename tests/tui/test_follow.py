@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from textual.widgets import Static
 
-from store.db import OpenMode
-from store.demo_model import DEMO_NOW_UNIX
-from store.sessiondir import open_session_dir
+from store.mothx.db import OpenMode
+from store.demo.model import DEMO_NOW_UNIX
+from store.mothx.sessiondir import open_session_dir
 from tests.tui.appwait import settle as settle_app
 from tests.tui.runswait import wait_for
 from tests.tui.test_live import free_udp_port, replace_live
@@ -273,8 +273,8 @@ async def test_a_line_appended_to_a_codex_file_appears(real_fixtures: Path, tmp_
 
 async def test_a_line_appended_to_a_captured_claude_code_file_is_captured_and_shown(real_fixtures: Path,
                                                                                      tmp_path: Path) -> None:
-    from store.agentstate import checkpoint_info
-    from store.capture import capture_claude_code
+    from store.agents.agentstate import checkpoint_info
+    from store.agents.capture import capture_claude_code
 
     cc, _cx = copy_fixtures(real_fixtures, tmp_path / "sources")
     root = tmp_path / "sessions"

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from store.db import OpenMode
-from store.demo_model import DEMO_NOW_UNIX
+from store.mothx.db import OpenMode
+from store.demo.model import DEMO_NOW_UNIX
 from tests.tui.appwait import settle
 from tests.tui.runswait import db_rows, settle_runs, wait_for
 from tui.app import SessionscopeApp
@@ -50,7 +50,7 @@ def foreign_write(folder: Path, sql: str, params: list[object], *, port: int | N
             conn.execute(sql, params)
         conn.close()
         if announce != "null":
-            from store.bus import BusPublisher, database_identity
+            from store.mothx.bus import BusPublisher, database_identity
             fields = json.loads(announce)
             kind = fields.pop("type")
             pub = BusPublisher(port=int(port), origin_instance_id="pid-4242-" + secrets.token_hex(16))
@@ -125,8 +125,8 @@ async def test_bus_datagram_refreshes_only_the_affected_row_in_place(demo_dir: P
 
 async def test_datagrams_without_a_database_change_change_nothing(demo_dir: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    import store.sessions
-    from store.bus import BusPublisher, database_identity
+    import store.mothx.sessions
+    from store.mothx.bus import BusPublisher, database_identity
 
     port = free_udp_port()
     app = SessionscopeApp(demo_dir, OpenMode.READ_WRITE, clock=lambda: DEMO_NOW_UNIX, live=False)
@@ -137,8 +137,8 @@ async def test_datagrams_without_a_database_change_change_nothing(demo_dir: Path
         rows = session_list.visible_rows()
         target = rows[5].id
         reads: list[str] = []
-        real = store.sessions.get_session
-        monkeypatch.setattr(store.sessions, "get_session", lambda sd, sid: reads.append(sid) or real(sd, sid))
+        real = store.mothx.sessions.get_session
+        monkeypatch.setattr(store.mothx.sessions, "get_session", lambda sd, sid: reads.append(sid) or real(sd, sid))
         pub = BusPublisher(port=port, origin_instance_id="pid-4243-" + "cd" * 16)
         try:
             # a claim about another database: ignored, nothing is re-read

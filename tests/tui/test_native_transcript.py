@@ -21,9 +21,9 @@ from textual.binding import Binding
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-from store.capture import capture_claude_code, capture_codex
-from store.db import OpenMode
-from store.sessiondir import SessionDir, open_session_dir
+from store.agents.capture import capture_claude_code, capture_codex
+from store.mothx.db import OpenMode
+from store.mothx.sessiondir import SessionDir, open_session_dir
 from tui.screens.native_transcript import NativeRef, NativeTranscriptScreen
 from tui.widgets.export_dialog import ExportDialog
 from tui.widgets.native_sources import CallResult, ForkMark, RecordView, SubAgentNote

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from store.db import OpenMode
-from store.demo_model import DEMO_NOW_UNIX, LIVE_LEASE_EXPIRES_AT
+from store.mothx.db import OpenMode
+from store.demo.model import DEMO_NOW_UNIX, LIVE_LEASE_EXPIRES_AT
 from tests.tui.appwait import settle
 from tests.tui.runswait import db_rows, settle_runs, wait_for
 from tui.app import SessionscopeApp
@@ -162,7 +162,7 @@ async def test_R_on_sessions_opens_that_sessions_runs(demo_master: Path) -> None
 
 
 async def test_countdown_ticks_on_the_clock_without_reading(demo_master: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import store.runs
+    import store.mothx.runs
 
     now = [LIVE_LEASE_EXPIRES_AT - 9.0]
     app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT, clock=lambda: now[0])
@@ -173,8 +173,8 @@ async def test_countdown_ticks_on_the_clock_without_reading(demo_master: Path, m
         index = row_index(lst, ids["live"])
         assert "expires in 9 s" in lst.render_line(index + 1).text
         reads: list[object] = []
-        real = store.runs.list_runs
-        monkeypatch.setattr(store.runs, "list_runs", lambda *a, **k: reads.append(a) or real(*a, **k))
+        real = store.mothx.runs.list_runs
+        monkeypatch.setattr(store.mothx.runs, "list_runs", lambda *a, **k: reads.append(a) or real(*a, **k))
         now[0] += 5
         await wait_for(pilot, lambda: "expires in 4 s" in lst.render_line(index + 1).text, "the countdown to tick")
         now[0] += 5
@@ -378,8 +378,8 @@ async def test_read_modes_dim_and_block_every_repair(demo_dir: Path, mode: OpenM
 def test_run_row_facts_ignore_heartbeats() -> None:
     from dataclasses import replace
 
-    from store.leases import LeaseSnapshot
-    from store.runs import Run, RunListing
+    from store.mothx.leases import LeaseSnapshot
+    from store.mothx.runs import Run, RunListing
 
     run = Run("r1", "s1", "", "", 1, "", "", "", "", "running", "t", "t", None, "")
     lease = LeaseSnapshot("s1", "pid-1-a", 1, "process", "h", 3, "r1", "execution", "active", 0, 10, 25, 10, 20)
@@ -394,7 +394,7 @@ def test_run_row_facts_ignore_heartbeats() -> None:
 
 
 class Simulator:
-    """``python -m store.simulator`` as its own OS process; its JSON lines are collected on a thread."""
+    """``python -m store.mothx.simulator`` as its own OS process; its JSON lines are collected on a thread."""
 
     def __init__(self, folder: Path, session_id: str, *, ttl: int) -> None:
         import os
@@ -404,7 +404,7 @@ class Simulator:
 
         repo = Path(__file__).resolve().parents[2]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "store.simulator", "--dir", str(folder), "--session", session_id, "--create",
+            [sys.executable, "-m", "store.mothx.simulator", "--dir", str(folder), "--session", session_id, "--create",
              "--ttl", str(ttl), "--heartbeat", "0.4", "--steps", "100000", "--append-interval", "0.3"],
             cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, "PYTHONPATH": str(repo)},
@@ -436,7 +436,7 @@ async def test_operator_story_kill_the_runtime_then_recover(tmp_path: Path, monk
     import socket
     import time
 
-    from store.sessiondir import open_session_dir
+    from store.mothx.sessiondir import open_session_dir
 
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("0.0.0.0", 0))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input, Static
 
-from store.db import OpenMode
+from store.mothx.db import OpenMode
 from tests.tui.appwait import settle
 from tui.app import SessionscopeApp
 from tui.formatting import tildify, utc_minutes
@@ -25,7 +25,7 @@ SIZE = (120, 36)
 
 def make_session_dir(folder: Path, count: int) -> Path:
     """A session directory with ``count`` sessions of one user message each, written by raw SQL."""
-    from store.sessiondir import open_session_dir
+    from store.mothx.sessiondir import open_session_dir
 
     folder.mkdir(parents=True, exist_ok=True)
     with open_session_dir(folder, OpenMode.READ_WRITE, create=True) as sd, sd.db.write() as conn:
@@ -98,7 +98,7 @@ async def test_filter_with_no_match_says_so(demo_master: Path) -> None:
 
 
 async def test_sort_cycles_and_reverses(demo_master: Path) -> None:
-    from store.sessions import SortKey, list_sessions
+    from store.mothx.sessions import SortKey, list_sessions
 
     app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
     async with app.run_test(size=SIZE) as pilot:
@@ -229,16 +229,16 @@ async def test_facet_picker_filters_by_one_value(demo_master: Path) -> None:
 
 
 async def test_only_the_visible_windows_are_read(big_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import store.sessions
+    import store.mothx.sessions
 
     calls: list[tuple[int, int]] = []
-    real = store.sessions.list_sessions
+    real = store.mothx.sessions.list_sessions
 
     def counting(sd, flt, sort, descending=True, *, offset=0, limit=100):  # type: ignore[no-untyped-def]
         calls.append((offset, limit))
         return real(sd, flt, sort, descending, offset=offset, limit=limit)
 
-    monkeypatch.setattr(store.sessions, "list_sessions", counting)
+    monkeypatch.setattr(store.mothx.sessions, "list_sessions", counting)
     app = SessionscopeApp(big_dir, OpenMode.SNAPSHOT)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
@@ -313,7 +313,7 @@ async def test_cursor_keys_move_and_scroll(big_dir: Path) -> None:
 
 
 def _summary(**overrides: object):  # type: ignore[no-untyped-def]
-    from store.sessions import SessionSummary
+    from store.mothx.sessions import SessionSummary
 
     fields: dict[str, object] = dict(
         id="0123456789abcdef", title="", preview="what does this error mean", cwd=str(Path.home() / "src" / "app"),

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from store.db import OpenMode
+from store.mothx.db import OpenMode
 from tests.tui.appwait import settle
 from tests.tui.test_checkpoints_screen import INTERRUPTED, WITH_SUBAGENT, move_to, settle_checkpoints
 from tui.app import SessionscopeApp
@@ -34,9 +34,9 @@ CAPTURED_AT = "2026-02-24T09:30:00Z"
 
 def build(target: Path, fixtures: Path) -> None:
     """Copy the fixtures under ``target/sources`` and capture them into ``target/sessions``, deterministically."""
-    from store import agentstate
-    from store.capture import capture_claude_code, capture_codex
-    from store.sessiondir import open_session_dir
+    from store.agents import agentstate
+    from store.agents.capture import capture_claude_code, capture_codex
+    from store.mothx.sessiondir import open_session_dir
 
     shutil.copytree(fixtures / "claude-code", target / "sources" / "claude-code")
     shutil.copytree(fixtures / "codex" / "sessions", target / "sources" / "codex" / "sessions")

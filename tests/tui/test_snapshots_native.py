@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from store.db import OpenMode
+from store.mothx.db import OpenMode
 from tests.tui.appwait import settle
 from tests.tui.test_snapshots_checkpoints import build
 from tui.app import SessionscopeApp

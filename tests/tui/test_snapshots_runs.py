@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from store.db import OpenMode
-from store.demo_model import DEMO_NOW_UNIX
+from store.mothx.db import OpenMode
+from store.demo.model import DEMO_NOW_UNIX
 from tests.tui.appwait import settle
 from tests.tui.runswait import settle_runs, wait_for
 from tui.app import SessionscopeApp

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from textual.pilot import Pilot
 
-from store.db import OpenMode
+from store.mothx.db import OpenMode
 from tests.tui.appwait import freeze_cursors, settle
 from tui.app import SessionscopeApp
 

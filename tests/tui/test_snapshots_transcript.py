@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from store import entries
-from store.db import OpenMode
-from store.sessiondir import open_session_dir
+from store.mothx import entries
+from store.mothx.db import OpenMode
+from store.mothx.sessiondir import open_session_dir
 from tests.tui.transcript_support import DemoSessions, find_demo_sessions, open_from_sessions_list, settle
 from tui.app import SessionscopeApp
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from store import entries
-from store.db import OpenMode
-from store.sessiondir import open_session_dir
+from store.mothx import entries
+from store.mothx.db import OpenMode
+from store.mothx.sessiondir import open_session_dir
 from tests.tui.transcript_support import (
     DemoSessions,
     TranscriptHost,

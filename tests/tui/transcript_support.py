@@ -10,9 +10,9 @@ from pathlib import Path
 from textual.app import App
 from textual.pilot import Pilot
 
-from store import entries
-from store.db import OpenMode
-from store.sessiondir import SessionDir, open_session_dir
+from store.mothx import entries
+from store.mothx.db import OpenMode
+from store.mothx.sessiondir import SessionDir, open_session_dir
 from tui.screens.transcript import TranscriptScreen
 
 

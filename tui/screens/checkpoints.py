@@ -37,9 +37,9 @@ from tui.widgets.keybar import KeyBar
 from tui.widgets.statusbar import StatusBar
 
 if TYPE_CHECKING:
-    from store.agentstate import CheckpointInfo, PublicationHead, ResetPreview
-    from store.capture import VerifyResult
-    from store.sessiondir import SessionDir
+    from store.agents.agentstate import CheckpointInfo, PublicationHead, ResetPreview
+    from store.agents.capture import VerifyResult
+    from store.mothx.sessiondir import SessionDir
 
 _A = actions.register
 _A(ActionSpec("checkpoints.verify", "verify", "v", "Verify", "Compare the selected checkpoint with its files on disk now (writes nothing).", "checkpoints"))
@@ -264,7 +264,7 @@ class CheckpointsScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="checkpoints-list", exit_on_error=False, description="Read checkpoints")
     def _read_checkpoints(self, sd: SessionDir, generation: int) -> None:
         try:
-            from store.agentstate import list_checkpoints
+            from store.agents.agentstate import list_checkpoints
 
             infos = list_checkpoints(sd)
         except Exception as exc:  # noqa: BLE001 - one line on screen, never a traceback
@@ -428,7 +428,7 @@ class CheckpointsScreen(Screen[None]):
     @staticmethod
     def _verify_key(sd: SessionDir, key: tuple[str, str], *, quiet: bool) -> ProofChecked:
         try:
-            from store.capture import verify
+            from store.agents.capture import verify
 
             result = verify(sd, key[0], key[1])
         except Exception as exc:  # noqa: BLE001 - one line, never a traceback
@@ -472,7 +472,7 @@ class CheckpointsScreen(Screen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         sd = self.sd if self.sd is not None else getattr(self.app, "sd", None)
-        # Checkpoints live in a file of ours: only the open mode decides (store.agentstate.require_state_writable).
+        # Checkpoints live in a file of ours: only the open mode decides (store.agents.agentstate.require_state_writable).
         return actions.check_write(action, sd is not None and not sd.mode.is_read)
 
     def action_reset(self) -> None:
@@ -488,7 +488,7 @@ class CheckpointsScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="checkpoints-reset", exit_on_error=False, description="Preview a reset")
     def _preview_reset(self, sd: SessionDir, key: tuple[str, str]) -> None:
         try:
-            from store.agentstate import preview_reset
+            from store.agents.agentstate import preview_reset
 
             preview = preview_reset(sd, key[0], key[1])
         except Exception as exc:  # noqa: BLE001
@@ -534,7 +534,7 @@ class CheckpointsScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="checkpoints-reset", exit_on_error=False, description="Publish a reset")
     def _publish_reset(self, sd: SessionDir, key: tuple[str, str]) -> None:
         try:
-            from store.agentstate import publish_reset
+            from store.agents.agentstate import publish_reset
 
             head = publish_reset(sd, key[0], key[1])
         except Exception as exc:  # noqa: BLE001 - ReadOnlyStore / StaleFence / a bug: one line
@@ -570,7 +570,7 @@ class CheckpointsScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="checkpoints-export", exit_on_error=False,
           description="Write a repaired copy")
     def _write_repaired_copy(self, source: Path, out: Path) -> None:
-        from store.capture import export_repaired_copy
+        from store.agents.capture import export_repaired_copy
         from store.errors import StoreError
 
         try:

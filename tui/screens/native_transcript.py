@@ -2,7 +2,7 @@
 
 It shares the Transcript screen's widgets — the Line-API view with its anchor scroll model, the block look, the
 raw view, copy and export — over in-memory sources (:mod:`tui.widgets.native_sources`): a native transcript is
-read whole by :mod:`store.native`, so every block is known at once.
+read whole by :mod:`store.agents.native`, so every block is known at once.
 
 * a rewind (two typed prompts under one parent) shows one branch at a time under a fork marker; ``b`` shows the
   next branch of the fork nearest the cursor;
@@ -10,7 +10,7 @@ read whole by :mod:`store.native`, so every block is known at once.
   (``esc`` comes back);
 * ``R`` / ``tab`` shows the file's numbered lines; ``y`` copies, ``e`` exports Markdown or JSON;
 * following (``F``, on by default): the agent's file on disk is checked every :data:`FOLLOW_POLL_S`; what it
-  appends is captured again (read-write directories, :func:`store.sessionlog.native_follower`) and the
+  appends is captured again (read-write directories, :func:`store.agents.sessionlog.native_follower`) and the
   transcript is read again. At the bottom the view follows; elsewhere "N new" is shown and nothing moves.
 """
 
@@ -29,7 +29,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Static
 
-from store.native import NativeSession, NativeTranscript, SubAgentLink
+from store.agents.native import NativeSession, NativeTranscript, SubAgentLink
 from tui import actions
 from tui.formatting import describe_error, one_line, plural, tildify
 from tui.messages import ExportFinished
@@ -53,8 +53,8 @@ from tui.widgets.transcript_blocks import item_copy_text
 from tui.widgets.transcript_view import GUTTER, JumpTarget, NativeBlocksView, NativeRawView, WindowedView
 
 if TYPE_CHECKING:
-    from store.sessiondir import SessionDir
-    from store.sessionlog import FollowUpdate, NativeFollower
+    from store.mothx.sessiondir import SessionDir
+    from store.agents.sessionlog import FollowUpdate, NativeFollower
     from tui.widgets.transcript_blocks import ViewItem
 
 FOLLOW_POLL_S = 0.5
@@ -305,7 +305,7 @@ class NativeTranscriptScreen(Screen[None]):
     def _start_follow(self) -> None:
         if self.disk_path is None or self._follow_timer is not None:
             return
-        from store.sessionlog import NativeFollower, native_follower
+        from store.agents.sessionlog import NativeFollower, native_follower
 
         if self._follower is None:
             if self.capture_root is not None and not self.ref.path:
@@ -586,7 +586,7 @@ class NativeTranscriptScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="native-export", exit_on_error=False, description="Export a transcript")
     def _export(self, request: ExportRequest, t: NativeTranscript, selection: dict[str, int]) -> None:
-        from store.native_export import native_json, native_markdown
+        from store.agents.native_export import native_json, native_markdown
 
         make = native_json if request.format == "json" else native_markdown
         self.post_message(write_export(request.path, self.sd.root, lambda: make(t, selection)))

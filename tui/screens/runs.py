@@ -2,7 +2,7 @@
 
 Top: :class:`~tui.widgets.run_list.RunList` (every session's runs, or one session's). Below: the selected run's
 facts and its event timeline (:mod:`tui.widgets.run_timeline`). Nothing here runs SQL: the widgets call
-``store.runs`` in thread workers; the repairs come from ``store.repairs``.
+``store.mothx.runs`` in thread workers; the repairs come from ``store.mothx.repairs``.
 
 Repairs (``x`` recover an orphan, ``t`` abandon interrupted tool calls, ``L`` release an expired lease) follow one
 path: ``preview()`` in a worker → a refused preview is one notification that names the reason (a live lease names
@@ -43,9 +43,9 @@ from tui.widgets.statusbar import StatusBar
 if TYPE_CHECKING:
     from textual.widgets import Button
 
-    from store.recovery import InterruptedTools
-    from store.repairs import Repair, RepairPreview, RepairResult
-    from store.sessiondir import SessionDir
+    from store.mothx.recovery import InterruptedTools
+    from store.mothx.repairs import Repair, RepairPreview, RepairResult
+    from store.mothx.sessiondir import SessionDir
 
 TICK_S = 1.0
 """The countdowns repaint this often (no database read)."""
@@ -463,7 +463,7 @@ class RunsScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="runs-repair", exit_on_error=False, description="Preview a repair")
     def _preview(self, sd: SessionDir, job: RepairJob) -> None:
         try:
-            from store.repairs import make_repair
+            from store.mothx.repairs import make_repair
 
             repair = make_repair(sd, job.repair_id, **job.kwargs)
             preview = repair.preview()
@@ -550,7 +550,7 @@ class RunsScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="runs-repair", exit_on_error=False, description="List interrupted tools")
     def _list_tools(self, sd: SessionDir, job: RepairJob) -> None:
         try:
-            from store.recovery import list_interrupted_tools
+            from store.mothx.recovery import list_interrupted_tools
 
             tools = list_interrupted_tools(sd, job.session_id)
         except Exception as exc:  # noqa: BLE001

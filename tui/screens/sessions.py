@@ -1,7 +1,7 @@
 """The Sessions screen: every session of the directory, filtered, sorted, opened as a transcript.
 
 Its source switch (``a``) cycles the mothx sessions of ``sessions.db`` and the captured Claude Code and Codex
-sessions (checkpoints, :mod:`store.native_catalog`); only sources that have sessions are offered, and the key is
+sessions (checkpoints, :mod:`store.agents.native_catalog`); only sources that have sessions are offered, and the key is
 hidden while there are none. The captured lists are read only when shown (after the mothx list's first rows),
 so the mothx list starts as fast as before. A directory with no mothx sessions but captured ones opens on them.
 """
@@ -31,9 +31,9 @@ from tui.widgets.session_list import ListQuery, SessionList, default_query
 if TYPE_CHECKING:
     from textual.widgets import Input
 
-    from store.sessiondir import SessionDir
+    from store.mothx.sessiondir import SessionDir
     from tui.widgets.native_session_list import AgentSessionList
-    from store.sessions import SessionPage
+    from store.mothx.sessions import SessionPage
 
 FILTER_DEBOUNCE_S = 0.25
 """Typing in the filter box re-queries after this pause."""
@@ -170,7 +170,7 @@ class SessionsScreen(Screen[None]):
         self._run_query(keep_position=False, first_page=first_page)
 
     def current_query(self) -> ListQuery:
-        from store.sessions import SessionFilter, SortKey
+        from store.mothx.sessions import SessionFilter, SortKey
 
         keys = list(SortKey)
         flt = SessionFilter(search=self.search.strip())
@@ -198,7 +198,7 @@ class SessionsScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="sessions-count", exit_on_error=False, description="Count sessions")
     def _count_all(self, sd: SessionDir) -> None:
         try:
-            from store.sessions import count_sessions
+            from store.mothx.sessions import count_sessions
 
             total = count_sessions(sd)
         except Exception:  # noqa: BLE001 - the count is optional: the status line then omits "of M"
@@ -304,7 +304,7 @@ class SessionsScreen(Screen[None]):
         return bool(bar) and bool(bar.first().display)
 
     def action_cycle_sort(self) -> None:
-        from store.sessions import SortKey
+        from store.mothx.sessions import SortKey
 
         self.sort_index += 1
         key = list(SortKey)[self.sort_index % len(SortKey)]
@@ -330,7 +330,7 @@ class SessionsScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="sessions-facets", exit_on_error=False, description="Read facets")
     def _load_facets(self, sd: SessionDir) -> None:
         try:
-            from store.sessions import facets
+            from store.mothx.sessions import facets
 
             found = facets(sd)
         except Exception as exc:  # noqa: BLE001 - shown as one line, never a traceback
@@ -448,7 +448,7 @@ class SessionsScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="sessions-sources", exit_on_error=False, description="Count captured sessions")
     def _count_agents(self, sd: SessionDir, cycle: bool) -> None:
         try:
-            from store.native_catalog import agent_session_counts
+            from store.agents.native_catalog import agent_session_counts
 
             counts = agent_session_counts(sd)
         except Exception as exc:  # noqa: BLE001 - captured sessions are optional: the mothx list still works
@@ -523,7 +523,7 @@ class SessionsScreen(Screen[None]):
           description="Read captured sessions")
     def _read_agent_sessions(self, sd: SessionDir, agent: str) -> None:
         try:
-            from store.native_catalog import list_agent_sessions
+            from store.agents.native_catalog import list_agent_sessions
 
             rows: list[object] = list(list_agent_sessions(sd, agent))
         except Exception as exc:  # noqa: BLE001 - one line in the list, never a traceback

@@ -6,7 +6,7 @@ Nothing here writes to the session directory in any open mode: ``e`` writes only
 must lie outside it.
 
 Following (``F``, on by default): the app's live hints (:class:`tui.live.LiveChanged`) that name this session
-make the screen ask :func:`store.sessionlog.follow_entries` what was appended after its cursor. New message rows
+make the screen ask :func:`store.agents.sessionlog.follow_entries` what was appended after its cursor. New message rows
 are read past the window's end without reloading: at the bottom the view follows them, elsewhere "N new" is
 shown and nothing moves. A gap (more rows than one follow step reads) says "partial, reloading" and reloads in
 place; a cursor of another generation (the session was replaced) reloads from scratch; compactions and
@@ -28,11 +28,11 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from store import entries
-from store.entries import ReplayPlan
+from store.mothx import entries
+from store.mothx.entries import ReplayPlan
 from store.errors import StoreError
-from store.sessiondir import SessionDir
-from store.sessionlog import Cursor, FollowUpdate
+from store.mothx.sessiondir import SessionDir
+from store.agents.sessionlog import Cursor, FollowUpdate
 from tui import actions
 from tui.screens import transcript_actions  # noqa: F401 - registers the keys below
 from tui.formatting import describe_error, plural, tildify
@@ -207,7 +207,7 @@ class TranscriptScreen(Screen[None]):
         title, cwd, channel, count, note = "", "", "", None, ""
         try:
             try:
-                from store.sessions import get_session
+                from store.mothx.sessions import get_session
 
                 summary = get_session(sd, session_id)
             except (SessionNotFound, AmbiguousSessionId):
@@ -469,7 +469,7 @@ class TranscriptScreen(Screen[None]):
 
     @work(thread=True, exclusive=False, group="transcript-follow", exit_on_error=False, description="Follow the session")
     def _follow_read(self, sd: SessionDir, session_id: str, cursor: Cursor | None, limit: int) -> None:
-        from store.sessionlog import ACTION_APPEND, follow_entries
+        from store.agents.sessionlog import ACTION_APPEND, follow_entries
 
         try:
             update = follow_entries(sd, session_id, cursor, limit=limit)
@@ -484,7 +484,7 @@ class TranscriptScreen(Screen[None]):
 
     @on(FollowRead)
     def _follow_applied(self, message: FollowRead) -> None:
-        from store.sessionlog import ACTION_APPEND, ACTION_NONE, ACTION_RELOAD
+        from store.agents.sessionlog import ACTION_APPEND, ACTION_NONE, ACTION_RELOAD
 
         self._following = False
         again, self._follow_again = self._follow_again, False
@@ -592,7 +592,7 @@ class TranscriptScreen(Screen[None]):
 
 def _start_cursor(sd: SessionDir, session_id: str) -> Cursor | None:
     """The follow cursor now (read before the plan, so rows written meanwhile are seen by the first step)."""
-    from store.sessionlog import follow_entries
+    from store.agents.sessionlog import follow_entries
 
     try:
         return follow_entries(sd, session_id, None, limit=1).cursor

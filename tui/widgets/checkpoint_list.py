@@ -1,6 +1,6 @@
 """The checkpoint list: one line per captured agent session, drawn with the Line API.
 
-The rows are :class:`~store.agentstate.CheckpointInfo` values the screen read in a worker (the checkpoint file
+The rows are :class:`~store.agents.agentstate.CheckpointInfo` values the screen read in a worker (the checkpoint file
 holds one header per agent session, so the whole list is small next to a transcript); only the lines on screen
 are drawn, and drawn lines are cached. Row 0 is the column header and never scrolls. The proof column shows
 what the last ``v`` found for the row (:class:`Proof`), or "not verified yet".
@@ -30,7 +30,7 @@ from tui.formatting import tildify
 from tui.widgets.session_list import Column, fit
 
 if TYPE_CHECKING:
-    from store.agentstate import CheckpointInfo
+    from store.agents.agentstate import CheckpointInfo
 
 _A = actions.register
 _A(ActionSpec("checkpoint-list.down", "cursor_down", "j,down", "Down", "Move the cursor down one row.", "checkpoint-list", show=False, palette=False))
@@ -56,7 +56,7 @@ PROOF_WORDS = {
 
 @dataclass(frozen=True)
 class Proof:
-    """What verifying a checkpoint against the files on disk found (``status`` as ``store.capture.verify``
+    """What verifying a checkpoint against the files on disk found (``status`` as ``store.agents.capture.verify``
     reports it, or ``verifying`` / ``failed``); ``new_records`` are on disk but not captured yet."""
 
     status: str

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.style import Style
 from rich.text import Text
 
-from store.native import (
+from store.agents.native import (
     K_ASSISTANT,
     K_COMPACT_BOUNDARY,
     K_COMPACT_SUMMARY,

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from store.errors import StoreError
-from store.native import AGENT_CODEX, NativeSession, SubAgentLink
+from store.agents.native import AGENT_CODEX, NativeSession, SubAgentLink
 
 if TYPE_CHECKING:
-    from store.sessiondir import SessionDir
+    from store.mothx.sessiondir import SessionDir
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class NativeLoad:
 def read_file_session(path: Path) -> NativeSession:
     """A native file read directly: a Claude Code session file with its sub-agents beside it, a sub-agent file,
     or a Codex rollout."""
-    from store.native import (
+    from store.agents.native import (
         detect_agent,
         link_claude_code_session,
         parse_claude_code,
@@ -85,8 +85,8 @@ def load_native(sd: SessionDir, ref: NativeRef, *, prefer_disk: bool = False) ->
             link = next((s for s in session.subagents if s.agent_id == ref.subagent), None)
             disk = Path(link.transcript.path) if link is not None else None
         return NativeLoad(session, disk)
-    from store.agentstate import checkpoint_info
-    from store.capture import read_checkpoint_session
+    from store.agents.agentstate import checkpoint_info
+    from store.agents.capture import read_checkpoint_session
 
     info = checkpoint_info(sd, ref.agent, ref.agent_session_id)
     root = Path(info.source_root) if info is not None and info.source_root else None
@@ -117,11 +117,11 @@ def load_native(sd: SessionDir, ref: NativeRef, *, prefer_disk: bool = False) ->
 def _disk_session(agent: str, disk_main: Path, root: Path | None) -> NativeSession | None:
     try:
         if agent == AGENT_CODEX:
-            from store.native import read_codex_file
+            from store.agents.native import read_codex_file
 
             t = read_codex_file(disk_main)
             return NativeSession(AGENT_CODEX, t.session_id, t)
-        from store.native import read_claude_code_session
+        from store.agents.native import read_claude_code_session
 
         return read_claude_code_session(disk_main.parent, disk_main.stem)
     except OSError:

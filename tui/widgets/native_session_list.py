@@ -1,6 +1,6 @@
 """The list of captured Claude Code or Codex sessions on the Sessions screen (its "a" source switch).
 
-One Line-API row per session (:class:`store.native_catalog.AgentSessionSummary`): the first prompt the user typed,
+One Line-API row per session (:class:`store.agents.native_catalog.AgentSessionSummary`): the first prompt the user typed,
 the agent session id, the work dir, records, files and the time of the last record (UTC, never relative). The
 rows of one agent are read at once (a checkpoint list is thousands of rows at most, each a few primary-key
 reads); a filter narrows them in memory. The keys are the session list's (``list.*`` ids), so ``j``/``k``,
@@ -28,7 +28,7 @@ from tui.formatting import one_line, tildify, utc_minutes
 from tui.widgets.session_list import GUTTER, Column, fit
 
 if TYPE_CHECKING:
-    from store.native_catalog import AgentSessionSummary
+    from store.agents.native_catalog import AgentSessionSummary
 
 
 def agent_columns(width: int) -> list[Column]:

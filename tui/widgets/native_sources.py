@@ -1,7 +1,7 @@
 """Native agent transcripts (Claude Code, Codex) as items of the Transcript screen's views.
 
-A native transcript is read whole (:mod:`store.native` parses every line of a file, or of a checkpoint read back
-with :func:`store.capture.read_checkpoint_session`), so its sources hold every item in memory and hand the view
+A native transcript is read whole (:mod:`store.agents.native` parses every line of a file, or of a checkpoint read back
+with :func:`store.agents.capture.read_checkpoint_session`), so its sources hold every item in memory and hand the view
 the whole list in one chunk; the view's anchor scroll model, cursor and block cache work as for the mothx replay.
 
 :func:`build_blocks` turns one branch choice of a transcript into blocks:
@@ -25,7 +25,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from store.native import (
+from store.agents.native import (
     AGENT_CODEX,
     K_COMPACT_BOUNDARY,
     K_COMPACTED,

@@ -1,7 +1,7 @@
 """The run list of the Runs screen: a Line-API ``ScrollView`` over runs read from the store page by page.
 
 What it shows, top to bottom: every **active** run of the scope (one session, or all; at most
-:data:`ACTIVE_CAP`), then **recent** runs newest first, read by keyset (``store.runs.list_runs(after=...)``)
+:data:`ACTIVE_CAP`), then **recent** runs newest first, read by keyset (``store.mothx.runs.list_runs(after=...)``)
 :data:`PAGE` at a time while the user scrolls towards the end (at most :data:`RECENT_CAP`, shown as
 "2,000 of >2,000"). Only the rows drawn on screen are rendered; the cost of a paint does not grow with the
 database.
@@ -40,9 +40,9 @@ from tui.actions import ActionSpec
 from tui.formatting import describe_error, one_line
 
 if TYPE_CHECKING:
-    from store.leases import LeaseSnapshot
-    from store.runs import RecoveryRecord, RunCursor, RunListing
-    from store.sessiondir import SessionDir
+    from store.mothx.leases import LeaseSnapshot
+    from store.mothx.runs import RecoveryRecord, RunCursor, RunListing
+    from store.mothx.sessiondir import SessionDir
 
 ACTIVE_CAP = 1000
 """Active runs read at once (a directory with more is inconsistent anyway: one active run per session)."""
@@ -206,7 +206,7 @@ class RunsPage:
 
 
 def local_instance_id() -> str:
-    from store.leases import LeaseOwner
+    from store.mothx.leases import LeaseOwner
 
     return LeaseOwner.current().instance_id
 
@@ -216,7 +216,7 @@ def session_titles(sd: SessionDir, session_ids: Iterable[str]) -> dict[str, str]
     ids = sorted(set(session_ids))
     if not ids:
         return {}
-    from store.aggregates import read_layout, session_texts
+    from store.mothx.aggregates import read_layout, session_texts
 
     # Index lookups (newest session_info, first user text): not a pass over every entry of each session.
     return {sid: title or preview for sid, (title, preview) in session_texts(sd, read_layout(sd), ids).items()}
@@ -234,7 +234,7 @@ def read_runs_page(
 ) -> RunsPage:
     """The active runs (when ``first``) and the next ``page`` recent terminal runs after ``after`` (default
     :data:`FIRST_PAGE` for the first read, else :data:`PAGE`)."""
-    from store.runs import list_runs
+    from store.mothx.runs import list_runs
 
     if page is None:
         page = FIRST_PAGE if first else PAGE
@@ -264,7 +264,7 @@ def read_runs_page(
 def read_sessions_runs(sd: SessionDir, session_ids: Iterable[str], *, now: int,
                        known_titles: dict[str, str] | None = None) -> dict[str, list[RunRow]]:
     """The newest runs of each named session (a live refresh re-reads only these)."""
-    from store.runs import list_runs
+    from store.mothx.runs import list_runs
 
     me = local_instance_id()
     out: dict[str, list[RunListing]] = {}
@@ -385,7 +385,7 @@ STATE_STYLE = {
 
 
 def status_style(status: str) -> str:
-    from store.runs import is_terminal
+    from store.mothx.runs import is_terminal
 
     if status.startswith("waiting"):
         return "warn"

@@ -4,7 +4,7 @@
 list: nothing is read here); the lease countdown follows the app's clock on every paint.
 
 :class:`RunTimeline` is a Line-API ``ScrollView`` over the run's events (``session_run_events``), read by keyset
-(``store.runs.list_run_events(after_seq=...)``) :data:`EVENT_PAGE` at a time while the user scrolls, and
+(``store.mothx.runs.list_run_events(after_seq=...)``) :data:`EVENT_PAGE` at a time while the user scrolls, and
 re-read incrementally (only events after the last seq shown) when the run changes.
 """
 
@@ -31,8 +31,8 @@ from tui.formatting import describe_error, one_line
 from tui.widgets.run_list import RunRow, duration_text, expiry_text, fit, lease_applies, lease_valid_at
 
 if TYPE_CHECKING:
-    from store.runs import RunEvent
-    from store.sessiondir import SessionDir
+    from store.mothx.runs import RunEvent
+    from store.mothx.sessiondir import SessionDir
 
 EVENT_PAGE = 500
 """Events per keyset read (the reference's replay page)."""
@@ -297,7 +297,7 @@ class RunTimeline(ScrollView, can_focus=True, inherit_bindings=False):
     @work(thread=True, exclusive=False, group="run-timeline-read", exit_on_error=False, description="Read run events")
     def _read(self, sd: SessionDir, run_id: str, generation: int, after_seq: int, fresh: bool) -> None:
         try:
-            from store.runs import list_run_events
+            from store.mothx.runs import list_run_events
 
             rows = list_run_events(sd, run_id=run_id, after_seq=after_seq, limit=EVENT_PAGE)
         except Exception as exc:  # noqa: BLE001 - one line on screen, never a traceback

@@ -1,7 +1,7 @@
 """The session list: a Line-API ``ScrollView`` over windows of rows read from the store on demand.
 
 Only the rows on screen are ever read. The list is cut into windows of :data:`WINDOW` rows (by position in the
-current order); a missing window is read with ``store.sessions.list_sessions(..., offset=, limit=)`` in a thread
+current order); a missing window is read with ``store.mothx.sessions.list_sessions(..., offset=, limit=)`` in a thread
 worker that only posts a :class:`~tui.messages.SessionWindowLoaded`; one handler caches it (LRU of
 :data:`CACHE_WINDOWS` windows) and repaints. Each query (filter / sort / refresh) has a generation number; a
 result for an older generation is dropped.
@@ -36,8 +36,8 @@ from tui.formatting import describe_error, one_line, tildify, utc_minutes
 from tui.messages import SessionWindowFailed, SessionWindowLoaded, WindowRequest
 
 if TYPE_CHECKING:
-    from store.sessiondir import SessionDir
-    from store.sessions import SessionFilter, SessionPage, SessionSummary, SortKey
+    from store.mothx.sessiondir import SessionDir
+    from store.mothx.sessions import SessionFilter, SessionPage, SessionSummary, SortKey
 
 WINDOW = 100
 """Rows per read: one ``list_sessions`` call fetches whole windows."""
@@ -66,7 +66,7 @@ class ListQuery:
 
 def default_query() -> ListQuery:
     """What the Sessions screen shows first: everything, most recently active first."""
-    from store.sessions import SessionFilter, SortKey
+    from store.mothx.sessions import SessionFilter, SortKey
 
     return ListQuery(SessionFilter(), SortKey.LAST_ACTIVE, True)
 
@@ -158,7 +158,7 @@ def fork_label(row: SessionSummary) -> str:
     return f"⑂ {row.fork_kind or 'fork'}"
 
 
-# Derived execution states that need an operator (store.runs.derive_execution_state): shown instead of the status.
+# Derived execution states that need an operator (store.mothx.runs.derive_execution_state): shown instead of the status.
 PROBLEM_RUN_STATES = {"orphaned": "✗ orphaned", "recovery_failed": "✗ recov failed", "inconsistent": "✗ inconsistent"}
 
 
@@ -383,7 +383,7 @@ class SessionList(CursorRows, ScrollView, can_focus=True, inherit_bindings=False
     @work(thread=True, exclusive=False, group="session-rows", exit_on_error=False, description="Re-read sessions")
     def _read_rows(self, sd: SessionDir, ids: list[str], generation: int) -> None:
         from store.errors import SessionNotFound
-        from store.sessions import get_session
+        from store.mothx.sessions import get_session
 
         rows: list[SessionSummary] = []
         gone: set[str] = set()
@@ -492,7 +492,7 @@ class SessionList(CursorRows, ScrollView, can_focus=True, inherit_bindings=False
         if get_current_worker().is_cancelled:
             return
         try:
-            from store.sessions import list_sessions
+            from store.mothx.sessions import list_sessions
 
             page = list_sessions(sd, query.flt, query.sort, query.descending, offset=request.offset, limit=request.limit)
         except Exception as exc:  # noqa: BLE001 - any failure becomes one line on screen, never a stuck list

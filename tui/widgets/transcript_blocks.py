@@ -16,7 +16,7 @@ from rich.highlighter import JSONHighlighter
 from rich.style import Style
 from rich.text import Text
 
-from store.entries import CompactionInfo, EntryRow, Message, ReplayMessage
+from store.mothx.entries import CompactionInfo, EntryRow, Message, ReplayMessage
 
 # Section of an item's sort key: compactions before the replay window, the summary heading it, then the body.
 SECTION_PREAMBLE = 0

@@ -16,9 +16,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Literal
 
-from store import entries
-from store.entries import EntryRow, ReplayMessage, ReplayPlan
-from store.sessiondir import SessionDir
+from store.mothx import entries
+from store.mothx.entries import EntryRow, ReplayMessage, ReplayPlan
+from store.mothx.sessiondir import SessionDir
 from tui.widgets.transcript_blocks import (
     SECTION_BODY,
     SECTION_PREAMBLE,

@@ -1,0 +1,161 @@
+"""Export of a native (Claude Code / Codex) transcript as Markdown or JSON: the records of one branch choice,
+tool calls with their results, interrupted calls, compactions, summaries and unreadable lines, in file order.
+
+Pure functions of :mod:`store.agents.native` dataclasses; nothing is read or written here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from store.agents.native import (
+    AGENT_CODEX,
+    K_COMPACT_BOUNDARY,
+    K_COMPACT_SUMMARY,
+    K_COMPACTED,
+    K_EVENT,
+    K_FILE_SNAPSHOT,
+    K_HOOK,
+    K_PROGRESS,
+    K_QUEUE,
+    K_SUMMARY,
+    K_TOKEN_COUNT,
+    K_TOOL_RESULT,
+    K_TURN_CONTEXT,
+    K_UNREADABLE,
+    NativeItem,
+    NativeTranscript,
+    ToolPair,
+)
+
+QUIET = frozenset({K_PROGRESS, K_HOOK, K_FILE_SNAPSHOT, K_QUEUE, K_TOKEN_COUNT, K_TURN_CONTEXT, K_EVENT})
+
+
+def _fence(text: str, lang: str = "") -> str:
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{lang}\n{text}\n{ticks}"
+
+
+def _pretty(arguments: str) -> tuple[str, str]:
+    try:
+        return json.dumps(json.loads(arguments), indent=2, ensure_ascii=False), "json"
+    except (ValueError, RecursionError):
+        return arguments, ""
+
+
+def _pairs(t: NativeTranscript) -> dict[str, ToolPair]:
+    out: dict[str, ToolPair] = {}
+    for p in t.tool_pairs:
+        out.setdefault(p.call_id, p)
+    return out
+
+
+def _hidden_result(item: NativeItem, pairs: Mapping[str, ToolPair], calls: set[str]) -> bool:
+    return item.kind == K_TOOL_RESULT and bool(item.tool_ids) and all(c in pairs and c in calls for c in item.tool_ids)
+
+
+def native_markdown(t: NativeTranscript, selection: Mapping[str, int] | None = None, *, title: str = "") -> str:
+    """The shown branch of ``t`` as readable Markdown (quiet records such as progress lines left out)."""
+    agent = "Codex" if t.agent == AGENT_CODEX else "Claude Code"
+    shown = t.view(selection)
+    pairs = _pairs(t)
+    calls = {b.tool_id for it in shown for b in it.blocks if b.kind == "tool_use" and b.tool_id}
+    out = [f"# {title or agent + ' session ' + (t.session_id or t.path)}", ""]
+    facts = [f"{agent} `{t.session_id or '?'}`", f"{len(shown)} of {t.records} records shown"]
+    if t.cwd:
+        facts.append(f"work dir `{t.cwd}`")
+    if t.forks:
+        chosen = {f.parent_uuid: f.default for f in t.forks} | dict(selection or {})
+        facts.append("branches " + ", ".join(f"{chosen.get(f.parent_uuid, f.default) + 1} of {len(f.branches)} "
+                                             f"at line {f.parent_line}" for f in t.forks))
+    if t.interrupted:
+        facts.append(f"{len(t.interrupted)} interrupted call{'s' if len(t.interrupted) != 1 else ''}")
+    if t.unreadable:
+        facts.append(f"{len(t.unreadable)} unreadable line{'s' if len(t.unreadable) != 1 else ''}")
+    out += [" · ".join(facts), ""]
+    for item in shown:
+        if item.kind in QUIET or _hidden_result(item, pairs, calls):
+            continue
+        stamp = f" · {item.timestamp}" if item.timestamp else ""
+        if item.kind == K_UNREADABLE:
+            out += [f"## Unreadable line {item.line}", "", f"*{item.error}*", "", _fence(item.raw[:2000]), ""]
+            continue
+        if item.kind in (K_COMPACT_BOUNDARY, K_COMPACTED):
+            facts_c = [item.subtype] if item.subtype else []
+            if item.tokens is not None:
+                facts_c.append(f"{item.tokens:,} tokens before")
+            out += [f"## Compaction · line {item.line}{stamp}", "", f"*{' · '.join(facts_c) or 'compacted'}*", ""]
+            if item.text:
+                out += [item.text, ""]
+            continue
+        if item.kind == K_SUMMARY:
+            dangling = " (its leafUuid is in no record here)" if "dangling_leaf" in item.flags else ""
+            out += [f"## Summary · line {item.line}", "", f"{item.text}", "", f"*leaf `{item.leaf_uuid}`{dangling}*", ""]
+            continue
+        role = "compact summary" if item.kind == K_COMPACT_SUMMARY else (item.role or item.kind)
+        out += [f"## {role} · line {item.line}{stamp}", ""]
+        if item.parent_state == "unreadable":
+            out += [f"*Its parent is the unreadable line {item.parent_line}.*", ""]
+        if "incomplete_turn" in item.flags:
+            out += ["*⚠ This turn never completed (no task_complete).*", ""]
+        for b in item.blocks:
+            if b.kind == "text" and b.text.strip():
+                out += [b.text, ""]
+            elif b.kind in ("thinking", "reasoning_summary") and b.text:
+                out += ["\n".join("> " + line for line in b.text.splitlines()), ""]
+            elif b.kind == "encrypted_reasoning":
+                out += [f"*{b.text.strip('[]')}*", ""]
+            elif b.kind == "tool_use":
+                args, lang = _pretty(b.arguments)
+                out += [f"**Tool call** `{b.tool_name or '?'}`" + (f" (id `{b.tool_id}`)" if b.tool_id else ""), ""]
+                if args:
+                    out += [_fence(args, lang), ""]
+                pair = pairs.get(b.tool_id)
+                if pair is None or pair.interrupted:
+                    out += ["⚠ **interrupted**: no result was recorded.", ""]
+                else:
+                    out += [f"Result (line {pair.result_line})" + (" — error:" if pair.is_error else ":"), "",
+                            _fence(pair.result_text), ""]
+            elif b.kind == "tool_result":
+                if b.tool_id not in calls:
+                    out += [f"Result of `{b.tool_id or '?'}`" + (" — error:" if b.is_error else ":"), "",
+                            _fence(b.text), ""]
+            elif b.kind not in ("text", "thinking", "reasoning_summary"):
+                out += [f"*{b.text}*", ""]
+        if not item.blocks and item.text:
+            out += [item.text, ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def native_json(t: NativeTranscript, selection: Mapping[str, int] | None = None) -> str:
+    """The shown branch of ``t`` as JSON: one object per record (every record, quiet ones included)."""
+    pairs = _pairs(t)
+    records: list[dict[str, object]] = []
+    for item in t.view(selection):
+        rec: dict[str, object] = {"line": item.line, "kind": item.kind, "role": item.role, "text": item.text,
+                                  "timestamp": item.timestamp, "flags": sorted(item.flags)}
+        if item.kind == K_UNREADABLE:
+            rec["error"] = item.error
+            rec["raw"] = item.raw
+        calls = []
+        for b in item.blocks:
+            if b.kind == "tool_use":
+                pair = pairs.get(b.tool_id)
+                calls.append({"id": b.tool_id, "name": b.tool_name, "arguments": b.arguments,
+                              "result_line": pair.result_line if pair else 0,
+                              "interrupted": pair is None or pair.interrupted,
+                              "is_error": bool(pair and pair.is_error)})
+        if calls:
+            rec["tool_calls"] = calls
+        records.append(rec)
+    doc = {"agent": t.agent, "session_id": t.session_id, "path": t.path, "cwd": t.cwd, "version": t.version,
+           "records": records}
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+__all__ = ["native_json", "native_markdown"]

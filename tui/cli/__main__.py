@@ -1,0 +1,3 @@
+from tui.cli.core import main
+
+raise SystemExit(main())

@@ -1,0 +1,485 @@
+"""Command-line commands for external-agent checkpoints (a :data:`tui.cli.COMMAND_MODULES` module).
+
+    sessionscope [--dir PATH] capture claude-code [ROOT] [--json]      default ROOT ~/.claude/projects
+    sessionscope [--dir PATH] capture codex [ROOT] [--json]            default ROOT ~/.codex/sessions
+    sessionscope [--dir PATH] checkpoints [--json] [--agent AGENT]
+    sessionscope [--dir PATH] checkpoint verify AGENT SESSION_ID [--json]
+    sessionscope [--dir PATH] checkpoint reset AGENT SESSION_ID [--dry-run] [--yes]
+    sessionscope export-repaired PATH OUT [--json]
+
+``capture`` opens the session directory read-write (a new user without one gets the directory created: a
+capture is how they start), writes ``<dir>/sessionscope/agent-state.db`` and prints a summary of new /
+appended / unchanged / divergent / unreadable sessions; a read mode is refused (exit 3). On a terminal a
+progress bar over files and bytes is drawn on stderr. ``checkpoints`` and ``checkpoint verify`` only read
+(read-only by default, like ``list``). ``checkpoint reset`` publishes a reset head after showing its preview;
+it asks on a terminal and needs ``--yes`` otherwise. ``export-repaired`` writes a new file and never touches
+the original. A SESSION_ID may be a unique prefix (4+ characters) of an agent session id.
+
+Exit status as the rest of the command line: 0 success; 1 a failure, a divergent or out-of-sync verification;
+2 bad arguments or an unknown / ambiguous session; 3 a refused write (read-only, not confirmed, the target
+exists).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from store.mothx.db import OpenMode
+from tui.formatting import plural
+from store.errors import AmbiguousSessionId, ReadOnlyStore, RepairRefused, SessionNotFound, StoreError
+
+if TYPE_CHECKING:
+    from store.agents.agentstate import CheckpointInfo, ResetPreview
+    from store.agents.capture import CaptureProgress, CaptureSummary, ExportResult, VerifyResult
+    from store.mothx.sessiondir import SessionDir
+
+AGENTS = ("claude-code", "codex")
+AGENT_TITLES = {"claude-code": "Claude Code", "codex": "Codex"}
+MIN_PREFIX = 4
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_REFUSED = 3
+
+AddLocation = Callable[..., None]
+
+
+# ----------------------------------------------------------------------------------------------------- parsers
+
+
+def register(subparsers: argparse._SubParsersAction, add_location: AddLocation) -> None:  # type: ignore[type-arg]
+    """Add ``capture``, ``checkpoints``, ``checkpoint`` and ``export-repaired`` to the command line."""
+    from tui.cli.core import _Parser as parser_class  # one-line errors, exit status 2
+
+    cap = subparsers.add_parser(
+        "capture", help="capture Claude Code or Codex transcripts as verified checkpoints",
+        description="Capture every Claude Code or Codex session below ROOT as a checkpoint in the session "
+                    "directory (only new tails are written on a re-capture).")
+    add_location(cap, nested=True)
+    agents = cap.add_subparsers(dest="agent", metavar="AGENT", parser_class=parser_class)
+    agents.required = True
+    for agent, default in (("claude-code", "~/.claude/projects"), ("codex", "~/.codex/sessions")):
+        one = agents.add_parser(agent, help=f"capture {AGENT_TITLES[agent]} transcripts (default ROOT {default})",
+                                description=f"Capture every {AGENT_TITLES[agent]} session below ROOT "
+                                            f"(default {default}).")
+        add_location(one, nested=True)
+        one.add_argument("root", metavar="ROOT", nargs="?", default=None, help=f"where to look (default {default})")
+        one.add_argument("--json", action="store_true",
+                         help="print the summary as JSON: one object per session")
+        one.set_defaults(handler=cmd_capture)
+
+    ls = subparsers.add_parser("checkpoints", help="list the captured agent checkpoints",
+                               description="List the external-agent checkpoints of the session directory "
+                                           "(read-only).")
+    add_location(ls, nested=True)
+    ls.add_argument("--json", action="store_true", help="print a JSON list of checkpoint objects")
+    ls.add_argument("--agent", choices=AGENTS, default=None, help="only this agent's checkpoints")
+    ls.set_defaults(handler=cmd_checkpoints)
+
+    cp = subparsers.add_parser("checkpoint", help="verify a checkpoint, or publish a reset",
+                               description="Verify one checkpoint against its files on disk, or publish a reset.")
+    add_location(cp, nested=True)
+    acts = cp.add_subparsers(dest="checkpoint_command", metavar="ACTION", parser_class=parser_class)
+    acts.required = True
+    verify = acts.add_parser("verify", help="compare a checkpoint with its files on disk now (writes nothing)",
+                             description="Compare the published checkpoint with the files on disk now. Exit "
+                                         "status 0 when verified, 1 when divergent or out of sync.")
+    add_location(verify, nested=True)
+    verify.add_argument("agent", metavar="AGENT", choices=AGENTS, help="claude-code or codex")
+    verify.add_argument("session_id", metavar="SESSION_ID", help="the agent session id or a unique prefix")
+    verify.add_argument("--json", action="store_true", help="print the result as JSON")
+    verify.set_defaults(handler=cmd_verify)
+    reset = acts.add_parser("reset", help="publish a reset head (the next capture stores the files afresh)",
+                            description="Publish a reset head for an agent session: its checkpoint stops being "
+                                        "loadable and the next capture stores the files on disk afresh. Shows "
+                                        "the preview first; asks on a terminal, needs --yes otherwise.")
+    add_location(reset, nested=True)
+    reset.add_argument("agent", metavar="AGENT", choices=AGENTS, help="claude-code or codex")
+    reset.add_argument("session_id", metavar="SESSION_ID", help="the agent session id or a unique prefix")
+    reset.add_argument("--dry-run", action="store_true", help="show the preview and change nothing")
+    reset.add_argument("--yes", action="store_true", help="publish without asking")
+    reset.set_defaults(handler=cmd_reset)
+
+    exp = subparsers.add_parser(
+        "export-repaired", help="write a copy of a transcript with its interrupted calls closed",
+        description="Write a copy of a Claude Code or Codex transcript in which every interrupted tool call is "
+                    "closed by a synthetic 'interrupted' result. OUT must not exist; PATH is only read.")
+    exp.add_argument("path", metavar="PATH", type=Path, help="the transcript (.jsonl) to repair a copy of")
+    exp.add_argument("out", metavar="OUT", type=Path, help="the new file to write")
+    exp.add_argument("--json", action="store_true", help="print what was closed as JSON")
+    exp.set_defaults(handler=cmd_export_repaired)
+
+
+# ---------------------------------------------------------------------------------------------- session dir
+
+
+def _mode(args: argparse.Namespace, default: OpenMode) -> OpenMode:
+    from tui.cli import core as cli
+
+    return cli._mode(args, default=default)  # noqa: SLF001 - one rule for --read-only / --snapshot
+
+
+def _note(message: str) -> None:
+    print(f"sessionscope: note: {' '.join(message.split())}", file=sys.stderr)
+
+
+def _target_dir(args: argparse.Namespace) -> Path:
+    """The directory named by --demo / --dir, else the default one (it may not exist yet)."""
+    from store.paths import default_session_dir, resolve_session_dir
+    from tui.cli import core as cli
+
+    if getattr(args, "demo", False):
+        if getattr(args, "dir", None):
+            raise cli.UsageError("give either --dir or --demo, not both")
+        from store.demo.build import ensure_demo
+
+        return ensure_demo()
+    if getattr(args, "dir", None):
+        return resolve_session_dir(args.dir)
+    return default_session_dir()
+
+
+@contextmanager
+def open_dir(args: argparse.Namespace, *, write: bool) -> Iterator[SessionDir]:
+    """Open the session directory for a checkpoint command.
+
+    ``write``: read-write unless --read-only / --snapshot; a missing ``sessions.db`` is created when the folder
+    is new or empty, or is the default one (a first capture is how a new user starts). Otherwise read-only.
+    """
+    from store.paths import default_session_dir, sessions_db_path
+    from store.mothx.sessiondir import open_session_dir
+
+    root = _target_dir(args)
+    mode = _mode(args, OpenMode.READ_WRITE if write else OpenMode.READ_ONLY)
+    create = False
+    if not sessions_db_path(root).is_file():
+        if write and mode.is_read:
+            raise ReadOnlyStore(f"Refused: the session directory is open {mode.value} (read-only).")
+        fresh = not root.exists() or (root.is_dir() and not any(root.iterdir()))
+        if not write or not (fresh or root == default_session_dir()):
+            raise StoreError(f"There is no sessions.db in {root}.")
+        root.mkdir(parents=True, exist_ok=True)
+        create = True
+    sd = open_session_dir(root, mode, create=create)
+    try:
+        if create:
+            _note(f"created a new session directory at {root}")
+        for notice in sd.notices:
+            _note(notice)
+        yield sd
+    finally:
+        sd.close()
+
+
+def resolve_agent_session(sd: SessionDir, agent: str, text: str) -> CheckpointInfo:
+    """The checkpoint of ``agent`` whose agent session id is ``text`` or starts with it (4+ characters)."""
+    from store.agents.agentstate import list_checkpoints
+
+    wanted = text.strip()
+    infos = list_checkpoints(sd, agent)
+    exact = [i for i in infos if i.agent_session_id == wanted]
+    if exact:
+        return exact[0]
+    if len(wanted) >= MIN_PREFIX:
+        found = [i for i in infos if i.agent_session_id.startswith(wanted)]
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise AmbiguousSessionId(
+                f"{len(found)} {agent} checkpoints start with {wanted!r}; give more characters of the id.")
+    raise SessionNotFound(f"No {agent} checkpoint has the session id {wanted!r}.")
+
+
+# ------------------------------------------------------------------------------------------------- capture
+
+
+class _ProgressBar:
+    """A rich progress bar over bytes (with a files counter) on stderr; nothing when stderr is not a terminal."""
+
+    def __init__(self, agent: str, stream: TextIO) -> None:
+        self.stream = stream
+        self.enabled = stream.isatty()
+        self.agent = agent
+        self._progress = None
+        self._task = None
+
+    def __enter__(self) -> _ProgressBar:
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+
+            self._progress = Progress(
+                TextColumn("[bold]capture {task.fields[agent]}[/]"),
+                BarColumn(),
+                TextColumn("{task.fields[files]} files"),
+                DownloadColumn(),
+                TimeRemainingColumn(),
+                TextColumn("[dim]{task.fields[current]}[/]"),
+                console=Console(file=self.stream),
+                transient=True,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task("capture", total=None, agent=self.agent, files="0/0", current="")
+        return self
+
+    def __call__(self, p: CaptureProgress) -> None:
+        if self._progress is None or self._task is None:
+            return
+        current = p.current if len(p.current) <= 40 else "…" + p.current[-39:]
+        self._progress.update(self._task, total=max(p.bytes_total, 1), completed=p.bytes_done,
+                              files=f"{p.files_done:,}/{p.files_total:,}", current=current)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+def cmd_capture(args: argparse.Namespace) -> int:
+    from store.agents import capture
+
+    root = Path(os.path.abspath(Path(args.root).expanduser())) if args.root else None  # "a/../b" stored as "b"
+    if root is not None and not root.is_dir():
+        raise StoreError(f"{root} is not a folder.")
+    with open_dir(args, write=True) as sd:
+        fn = capture.capture_claude_code if args.agent == "claude-code" else capture.capture_codex
+        with _ProgressBar(args.agent, sys.stderr) as bar:
+            summary = fn(sd, root, progress=bar)
+        where = sd.root
+    if args.json:
+        _write_json(summary.to_json())
+        return EXIT_OK
+    print_capture_summary(summary, where, sys.stdout)
+    return EXIT_OK
+
+
+def print_capture_summary(summary: CaptureSummary, where: Path, out: TextIO) -> None:
+    from store.agents.capture import STATUS_DIVERGENT, STATUS_UNREADABLE, STATUSES
+    from tui.formatting import tildify
+
+    title = AGENT_TITLES.get(summary.agent, summary.agent)
+    print(f"Captured {title} transcripts from {tildify(summary.root)} into {tildify(where)}:", file=out)
+    counts = summary.counts
+    records = sum(s.records for s in summary.sessions)
+    print("  " + " · ".join(f"{status} {counts[status]:,}" for status in STATUSES)
+          + f"   ({plural(summary.files, 'file')}, {plural(records, 'record')}, "
+            f"{summary.records_written:,} written)", file=out)
+    for status, heading, hint in (
+        (STATUS_DIVERGENT, "Divergent (nothing was written; publish a reset to capture afresh):",
+         "sessionscope checkpoint reset {agent} {sid}"),
+        (STATUS_UNREADABLE, "Unreadable (not stored):", ""),
+    ):
+        listed = [s for s in summary.sessions if s.status == status]
+        if not listed:
+            continue
+        print(heading, file=out)
+        for s in listed:
+            who = s.agent_session_id or "(no session id)"
+            reason = " ".join((s.detail or "no reason was given.").split())
+            print(f"  {who}  {reason}", file=out)
+            if hint and s.agent_session_id:
+                print(f"    → {hint.format(agent=s.agent, sid=s.agent_session_id)}", file=out)
+    pending = [s for s in summary.sessions if s.pending_lines]
+    if pending:
+        print(f"{plural(len(pending), 'session')} end in an incomplete line, left for the next capture.", file=out)
+
+
+# ---------------------------------------------------------------------------------------------- checkpoints
+
+
+def checkpoint_json(info: CheckpointInfo) -> dict[str, object]:
+    state = info.state
+    return {
+        "agent": info.agent_id,
+        "agent_session_id": info.agent_session_id,
+        "head_kind": info.head.kind if info.head else "",
+        "head_run_id": info.head.run_id if info.head else "",
+        "head_problem": info.head_problem,
+        "cwd": state.cwd if state else "",
+        "transcript_path": state.transcript_path if state else "",
+        "files": state.file_count if state else 0,
+        "records": state.record_count if state else 0,
+        "shapes": [s.to_json() for s in state.shapes] if state else [],
+        "source_root": info.source_root,
+        "versions": info.versions,
+        "updated_at": info.updated_at,
+    }
+
+
+def cmd_checkpoints(args: argparse.Namespace) -> int:
+    from store.agents.agentstate import list_checkpoints
+
+    with open_dir(args, write=False) as sd:
+        infos = list_checkpoints(sd, args.agent)
+    if args.json:
+        _write_json([checkpoint_json(i) for i in infos])
+        return EXIT_OK
+    out = sys.stdout
+    if not infos:
+        print("No checkpoints. Capture some with `sessionscope capture claude-code` or `capture codex`.", file=out)
+        return EXIT_OK
+    _print_checkpoints(infos, out)
+    return EXIT_OK
+
+
+def _print_checkpoints(infos: list[CheckpointInfo], out: TextIO) -> None:
+    from tui.cli import core as cli
+
+    header = ("AGENT", "SESSION ID", "HEAD", "FILES", "RECORDS", "CAPTURED", "CWD")
+    cells = []
+    for i in infos:
+        state = i.state
+        head = (i.head.kind if i.head else "none") + (" (!)" if i.head_problem else "")
+        cells.append((i.agent_id, i.agent_session_id, head, str(state.file_count) if state else "-",
+                      str(state.record_count) if state else "-", cli.when(i.updated_at),
+                      cli._tilde(state.cwd) if state else "-"))  # noqa: SLF001
+    widths = [max(len(header[c]), *(len(row[c]) for row in cells)) for c in range(6)]
+    right = {3, 4}
+
+    def line(values: tuple[str, ...]) -> str:
+        parts = [(v.rjust(widths[c]) if c in right else v.ljust(widths[c])) for c, v in enumerate(values[:6])]
+        return ("  ".join(parts) + "  " + values[6]).rstrip()
+
+    print(line(header), file=out)
+    for row in cells:
+        print(line(row), file=out)
+    problems = [i for i in infos if i.head_problem]
+    for i in problems:
+        print(f"(!) {i.agent_id} {i.agent_session_id}: {' '.join(i.head_problem.split())}", file=out)
+
+
+def verify_json(result: VerifyResult) -> dict[str, object]:
+    return {
+        "agent": result.agent,
+        "agent_session_id": result.agent_session_id,
+        "status": result.status,
+        "head_kind": result.head_kind,
+        "new_records": result.new_records,
+        "details": list(result.details),
+        "files": [
+            {"path": f.path, "status": f.status, "stored_records": f.stored_records,
+             "stored_digest": f.stored_digest, "disk_records": f.disk_records, "detail": f.detail}
+            for f in result.files
+        ],
+    }
+
+
+STATUS_WORDS = {"verified": "verified", "divergent": "divergent", "out_of_sync": "out of sync"}
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from store.agents.capture import VERIFIED, verify
+
+    with open_dir(args, write=False) as sd:
+        info = resolve_agent_session(sd, args.agent, args.session_id)
+        result = verify(sd, info.agent_id, info.agent_session_id)
+    if args.json:
+        _write_json(verify_json(result))
+    else:
+        out = sys.stdout
+        print(f"{STATUS_WORDS.get(result.status, result.status)}: {result.agent} {result.agent_session_id}", file=out)
+        for f in result.files:
+            on_disk = "missing" if f.disk_records < 0 else f"{f.disk_records:,} on disk"
+            print(f"  {f.status:<10} {f.path}  ({f.stored_records:,} stored, {on_disk}; digest {f.stored_digest[:12]}…)",
+                  file=out)
+        for detail in result.details:
+            print(f"  {' '.join(detail.split())}", file=out)
+        if result.status == VERIFIED and result.new_records:
+            print(f"  Capture again to store the {plural(result.new_records, 'new record')}.", file=out)
+    return EXIT_OK if result.status == VERIFIED else EXIT_FAILED
+
+
+def _confirm(question: str) -> bool:
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        raise RepairRefused("Refused: not confirmed; pass --yes to publish the reset without a terminal to ask on.")
+    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    try:
+        answer = sys.stdin.readline()
+    except (OSError, EOFError):
+        answer = ""
+    return answer.strip().lower() in ("y", "yes")
+
+
+def print_reset_preview(preview: ResetPreview, out: TextIO) -> None:
+    head = f"{preview.head.kind} (run {preview.head.run_id})" if preview.head else "none"
+    print(f"Reset {preview.agent_id} {preview.agent_session_id}", file=out)
+    print(f"  head now: {head}", file=out)
+    print(f"  {' '.join(preview.summary.split())}", file=out)
+
+
+def cmd_reset(args: argparse.Namespace) -> int:
+    from store.agents.agentstate import preview_reset, publish_reset
+
+    with open_dir(args, write=True) as sd:
+        info = resolve_agent_session(sd, args.agent, args.session_id)
+        preview = preview_reset(sd, info.agent_id, info.agent_session_id)
+        print_reset_preview(preview, sys.stdout)
+        if not preview.allowed:
+            if sd.mode.is_read:
+                raise ReadOnlyStore(f"Refused: the session directory is open {sd.mode.value} (read-only).")
+            raise RepairRefused(f"Refused: {' '.join(preview.summary.split())}")
+        if args.dry_run:
+            print("Dry run: nothing was changed.", file=sys.stdout)
+            return EXIT_OK
+        sys.stdout.flush()
+        if not args.yes and not _confirm("Publish this reset?"):
+            raise RepairRefused("Refused: the reset was not confirmed; nothing was changed.")
+        head = publish_reset(sd, info.agent_id, info.agent_session_id)
+    print(f"Published a reset head (run {head.run_id}). The next capture stores the files on disk afresh.",
+          file=sys.stdout)
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------- export-repaired
+
+
+def export_json(result: ExportResult) -> dict[str, object]:
+    return {
+        "source": result.source,
+        "out_path": result.out_path,
+        "agent": result.agent,
+        "lines_in": result.lines_in,
+        "lines_out": result.lines_out,
+        "closed": [{"call_id": c.call_id, "name": c.name, "line": c.line, "inserted_at": c.inserted_at}
+                   for c in result.closed],
+    }
+
+
+def cmd_export_repaired(args: argparse.Namespace) -> int:
+    from store.agents.capture import export_repaired_copy
+
+    src: Path = args.path.expanduser()
+    if not src.is_file():
+        raise StoreError(f"{src} is not a file.")
+    result = export_repaired_copy(src, args.out.expanduser())
+    if args.json:
+        _write_json(export_json(result))
+        return EXIT_OK
+    out = sys.stdout
+    title = AGENT_TITLES.get(result.agent, result.agent)
+    print(f"Wrote {result.out_path}: a repaired copy of the {title} transcript {result.source} "
+          f"({result.lines_in:,} lines in, {result.lines_out:,} out).", file=out)
+    if not result.closed:
+        print("  No call was interrupted: the copy equals the original.", file=out)
+    for c in result.closed:
+        print(f"  closed {c.name or 'a call'} {c.call_id} (line {c.line}) with an 'interrupted' result at line "
+              f"{c.inserted_at}", file=out)
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------------------------------- output
+
+
+def _write_json(value: object) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")

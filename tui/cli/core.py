@@ -1,0 +1,419 @@
+"""The ``sessionscope`` command: opens the terminal UI, or lists and shows sessions without it.
+
+    sessionscope [--dir PATH] [--read-only | --snapshot] [--demo]          open the UI
+    sessionscope [...] list [--json] [--search Q] [--limit N] [--cwd DIR] [--sort KEY]
+    sessionscope [...] show SESSION_ID [--format md|json] [--raw]
+    sessionscope demo [PATH]                                               write the demo directory
+
+Textual is imported only on the branch that opens the UI, so ``list`` and ``show`` start fast. ``list`` and
+``show`` open the directory read-only unless ``--snapshot`` is given (the reference's listing is read-only).
+Exit status: 0 success, 2 bad arguments or an unknown / ambiguous session, 3 a refused repair (read-only,
+fence, lease held by someone else), 1 any other failure, 130 on Ctrl-C. Failures print one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import shutil
+import sqlite3
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from store.mothx.db import OpenMode
+from store.errors import AmbiguousSessionId, LeaseBusy, ReadOnlyStore, RepairRefused, SessionNotFound, StoreError
+from store.paths import default_session_dir, resolve_session_dir, sessions_db_path
+
+if TYPE_CHECKING:
+    from store.mothx.sessiondir import SessionDir
+    from store.mothx.sessions import SessionSummary
+
+PROG = "sessionscope"
+DEFAULT_LIMIT = 20
+SORT_KEYS = ("last_active", "title", "messages", "cwd", "created")
+ASCENDING_BY_DEFAULT = frozenset({"title", "cwd"})
+EXIT_REFUSED = 3
+
+# Further commands live in their own modules. Each has ``register(subparsers, add_location)`` that adds its
+# parsers and sets ``handler=<function(args) -> int>`` on them; keep their imports of store/ inside handlers.
+COMMAND_MODULES: tuple[str, ...] = ("tui.cli.capture", "tui.cli.runs")
+
+
+class UsageError(Exception):
+    """Arguments that parse but do not make sense together (exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors as one line and exit status 2 (through :class:`SystemExit`)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{PROG}: {message} (see `{PROG} --help`)\n")
+
+
+def _add_location(parser: argparse.ArgumentParser, *, nested: bool) -> None:
+    """--dir / --read-only / --snapshot / --demo, accepted before and after the subcommand.
+
+    After the subcommand the defaults are suppressed, so a value given before it is not overwritten.
+    """
+    unset = argparse.SUPPRESS if nested else None
+    parser.add_argument("--dir", metavar="PATH", default=unset,
+                        help="the session directory (or its sessions.db); default $MOTHX_DIR/sessions or "
+                             "~/.mothx/sessions")
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument("--read-only", action="store_true", default=argparse.SUPPRESS if nested else False,
+                       help="never write anything (repairs are disabled)")
+    modes.add_argument("--snapshot", action="store_true", default=argparse.SUPPRESS if nested else False,
+                       help="treat the directory as a copy from another machine: no locks, no -wal/-shm files")
+    parser.add_argument("--demo", action="store_true", default=argparse.SUPPRESS if nested else False,
+                        help="use the demo directory (built on first use)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Browse and repair mothx agent session directories. Without a command, opens the terminal UI.",
+    )
+    _add_location(parser, nested=False)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    ls = sub.add_parser("list", help="list sessions, most recently active first",
+                        description="List sessions (read-only): SESSION ID, LAST USED, MSGS, WORKDIR, TITLE.")
+    _add_location(ls, nested=True)
+    ls.add_argument("--json", action="store_true", help="print a JSON list of session objects")
+    ls.add_argument("--search", metavar="Q", default="",
+                    help="only sessions whose id, work dir, channel or any entry contains Q (case-insensitive)")
+    ls.add_argument("--limit", metavar="N", type=_count, default=DEFAULT_LIMIT,
+                    help=f"at most N sessions (default {DEFAULT_LIMIT}; 0 for all)")
+    ls.add_argument("--offset", metavar="N", type=_count, default=0, help="skip the first N sessions")
+    ls.add_argument("--cwd", metavar="DIR", default="", help="only sessions of this working directory")
+    ls.add_argument("--project", metavar="ID", default="", help="only sessions of this project id")
+    ls.add_argument("--channel", metavar="TYPE", default="", help="only sessions of this channel type")
+    ls.add_argument("--sort", metavar="KEY", choices=SORT_KEYS, default="last_active",
+                    help=f"order by one of {', '.join(SORT_KEYS)} (default last_active)")
+    ls.add_argument("--reverse", action="store_true", help="reverse the order")
+    ls.add_argument("--all", action="store_true", help="include sessions without messages")
+
+    show = sub.add_parser("show", help="print one session's transcript",
+                          description="Print one session: its replay as Markdown (default) or JSON, or its raw rows.")
+    _add_location(show, nested=True)
+    show.add_argument("session_id", metavar="SESSION_ID", help="a session id or a unique prefix (4+ characters)")
+    show.add_argument("--format", choices=("md", "json"), default="md", help="md (default) or json")
+    show.add_argument("--raw", action="store_true", help="list every entry row instead of the replay")
+
+    demo = sub.add_parser("demo", help="write the demo session directory and print its path",
+                          description="Write the demo session directory (reused when current) and print its path.")
+    demo.add_argument("path", metavar="PATH", nargs="?", type=Path, default=None,
+                      help="where to write it (default: the cache folder)")
+    demo.add_argument("--force", action="store_true", help="rebuild it even when it is current")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub, _add_location)
+    return parser
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"'{text}' is negative")
+    return value
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Entry point
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(None if argv is None else list(argv))
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+    try:
+        return _dispatch(args)
+    except UsageError as exc:
+        _fail(f"{exc}")
+        return 2
+    except (SessionNotFound, AmbiguousSessionId) as exc:
+        _fail(str(exc))
+        return 2
+    except (RepairRefused, ReadOnlyStore, LeaseBusy) as exc:
+        _fail(str(exc))
+        return EXIT_REFUSED
+    except StoreError as exc:
+        _fail(str(exc))
+        return 1
+    except sqlite3.Error as exc:
+        _fail(f"SQLite error: {exc}.")
+        return 1
+    except KeyboardInterrupt:
+        _fail("interrupted.")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`sessionscope list | head`): stop quietly.
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - replaced so interpreter exit does not fail again
+        except OSError:
+            pass
+        return 0
+    except OSError as exc:
+        where = f" ({exc.filename})" if exc.filename else ""
+        _fail(f"{exc.strerror or exc}{where}.")
+        return 1
+
+
+def _fail(message: str) -> None:
+    print(f"{PROG}: {' '.join(message.split())}", file=sys.stderr)
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if getattr(args, "read_only", False) and getattr(args, "snapshot", False):
+        raise UsageError("choose one of --read-only and --snapshot")
+    if args.command == "demo":
+        return _cmd_demo(args)
+    if args.command is None:
+        return _open_ui(args)
+    if args.command == "list":
+        return _cmd_list(args)
+    if args.command == "show":
+        return _cmd_show(args)
+    handler = getattr(args, "handler", None)
+    if handler is not None:
+        return int(handler(args))
+    raise UsageError(f"unknown command {args.command!r}")
+
+
+def _mode(args: argparse.Namespace, *, default: OpenMode) -> OpenMode:
+    if getattr(args, "snapshot", False):
+        return OpenMode.SNAPSHOT
+    if getattr(args, "read_only", False):
+        return OpenMode.READ_ONLY
+    return default
+
+
+def _session_dir(args: argparse.Namespace) -> Path | None:
+    """The directory the command names: --demo, --dir, else the default one (None when it has no database)."""
+    if getattr(args, "demo", False):
+        if getattr(args, "dir", None):
+            raise UsageError("give either --dir or --demo, not both")
+        from store.demo.build import ensure_demo
+
+        return ensure_demo()
+    if getattr(args, "dir", None):
+        root = resolve_session_dir(args.dir)
+        if not sessions_db_path(root).is_file():
+            raise StoreError(f"There is no sessions.db in {root}.")
+        return root
+    root = default_session_dir()
+    return root if sessions_db_path(root).is_file() else None
+
+
+def _open(args: argparse.Namespace) -> SessionDir:
+    from store.mothx.sessiondir import open_session_dir
+
+    root = _session_dir(args)
+    if root is None:
+        raise StoreError(
+            f"no session directory at {default_session_dir()}; pass --dir or run `{PROG} --demo`"
+        )
+    sd = open_session_dir(root, _mode(args, default=OpenMode.READ_ONLY))
+    for notice in sd.notices:  # e.g. an older or newer schema: shown as far as it goes
+        print(f"{PROG}: note: {' '.join(notice.split())}", file=sys.stderr)
+    return sd
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Commands
+
+
+def _open_ui(args: argparse.Namespace) -> int:
+    root = _session_dir(args)
+    mode = _mode(args, default=OpenMode.READ_WRITE)
+    from tui.app import SessionscopeApp
+
+    app = SessionscopeApp(root, mode)
+    app.run()
+    code = app.return_code
+    return code if isinstance(code, int) else 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from store.demo.build import build_demo, ensure_demo
+
+    target: Path | None = args.path
+    if args.force:
+        from store.paths import default_demo_dir
+
+        path = build_demo(target or default_demo_dir(), force=True)
+    else:
+        path = ensure_demo(target)
+    print(path)
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from store.mothx.sessions import SessionFilter, SortKey, list_sessions
+
+    flt = SessionFilter(
+        search=args.search,
+        cwd=_normal_dir(args.cwd) if args.cwd else "",
+        project_id=args.project,
+        channel_type=args.channel,
+        messages_only=not args.all,
+    )
+    descending = args.sort not in ASCENDING_BY_DEFAULT
+    if args.reverse:
+        descending = not descending
+    with _open(args) as sd:
+        limit = args.limit if args.limit else 1 << 62
+        page = list_sessions(sd, flt, SortKey(args.sort), descending, offset=args.offset, limit=limit)
+    if args.json:
+        _write_json([s.to_json() for s in page.rows])
+        return 0
+    out = sys.stdout
+    if not page.rows:
+        print("No sessions match." if page.total == 0 else f"No sessions past row {args.offset}.", file=out)
+        return 0
+    _print_table(page.rows, out)
+    shown = args.offset + len(page.rows)
+    if page.has_more:
+        print(f"… {page.total - shown:,} more of {page.total:,} (--limit N, --offset N or --limit 0 for all)",
+              file=out)
+    return 0
+
+
+def _normal_dir(text: str) -> str:
+    """A --cwd value as sessions store it: absolute, ``~`` expanded, no trailing slash."""
+    return os.path.normpath(os.path.abspath(os.path.expanduser(text)))
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from store.mothx.sessions import get_session
+
+    with _open(args) as sd:
+        summary = get_session(sd, args.session_id)
+        if args.raw:
+            from store.mothx.entries import load_rows
+
+            rows = load_rows(sd, summary.id)
+            if args.format == "json":
+                _write_json({
+                    "session": summary.to_json(),
+                    "rows": [{"seq": r.seq, "id": r.id, "type": r.type, "parent_id": r.parent_id,
+                              "timestamp": r.timestamp, "parse_error": r.parse_error} for r in rows],
+                })
+            else:
+                _print_raw_markdown(summary, rows)
+            return 0
+        if args.format == "json":
+            from store.mothx.entries import export_json
+
+            doc = json.loads(export_json(sd, summary.id))
+            _write_json({"session": summary.to_json(), "messages": doc.get("messages", []),
+                         "compactions": doc.get("compactions", []), "corrupt_rows": doc.get("corrupt_rows", 0)})
+            return 0
+        from store.mothx.entries import export_markdown
+
+        text = export_markdown(sd, summary.id)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Output
+
+
+def _write_json(value: object) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def _one_line(text: str) -> str:
+    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+
+
+def _tilde(path: str) -> str:
+    home = str(Path.home())
+    if path == home:
+        return "~"
+    if home not in ("", "/") and path.startswith(home + os.sep):
+        return "~" + path[len(home):]
+    return path
+
+
+def when(stamp: str) -> str:
+    """An RFC 3339 time as local ``YYYY-MM-DD HH:MM`` (the text itself when it does not parse)."""
+    text = stamp.strip()
+    if not text:
+        return "-"
+    try:
+        head, _, rest = text.partition(".")
+        if rest:  # trim the fraction to microseconds, keep the zone
+            digits = len(rest) - len(rest.lstrip("0123456789"))
+            text = f"{head}.{rest[:min(digits, 6)]}{rest[digits:]}" if digits else head + rest
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        return moment.astimezone().strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return _one_line(stamp)[:16]
+
+
+def _print_table(rows: list[SessionSummary], out: TextIO) -> None:
+    header = ("SESSION ID", "LAST USED", "MSGS", "WORKDIR", "TITLE")
+    cells = [
+        (s.id, when(s.last_active_at), str(s.message_count), _one_line(_tilde(s.cwd)) or "-",
+         _one_line(s.title or s.preview) or "(untitled)")
+        for s in rows
+    ]
+    widths = [max(len(header[i]), *(len(c[i]) for c in cells)) for i in range(4)]
+    if out.isatty():
+        width = shutil.get_terminal_size((120, 24)).columns
+        room = width - sum(widths) - 2 * 4
+        if room < 20 and widths[3] > 24:  # give the title room by shortening long work dirs
+            widths[3] = max(24, widths[3] - (20 - room))
+        room = max(10, width - sum(widths) - 2 * 4)
+        cells = [(a, b, c, _cut(d, widths[3]), _cut(e, room)) for a, b, c, d, e in cells]
+
+    def line(values: tuple[str, ...]) -> str:
+        sid, used, msgs, wd, title = values
+        return (f"{sid:<{widths[0]}}  {used:<{widths[1]}}  {msgs:>{widths[2]}}  {wd:<{widths[3]}}  {title}").rstrip()
+
+    print(line(header), file=out)
+    for c in cells:
+        print(line(c), file=out)
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters: paths lose their start, other text its end."""
+    if len(text) <= width:
+        return text
+    if text.startswith(("/", "~")):
+        return "…" + text[-(width - 1):]
+    return text[: width - 1] + "…"
+
+
+def _print_raw_markdown(summary: SessionSummary, rows: list) -> None:
+    out = sys.stdout
+    print(f"# Raw entries of {summary.id}", file=out)
+    print("", file=out)
+    print(f"{len(rows)} rows; {sum(1 for r in rows if r.parse_error)} do not parse.", file=out)
+    print("", file=out)
+    print("| seq | id | type | parent | timestamp | problem |", file=out)
+    print("|---:|---|---|---|---|---|", file=out)
+
+    def cell(text: object) -> str:
+        return _one_line("" if text is None else str(text)).replace("|", "\\|")
+
+    for r in rows:
+        print(f"| {r.seq} | {cell(r.id)} | {cell(r.type)} | {cell(r.parent_id) or '-'} | {cell(r.timestamp)} | "
+              f"{cell(r.parse_error) or ''} |", file=out)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
