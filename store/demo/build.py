@@ -4,7 +4,8 @@
 knowledge-base files) with realistic, deterministic content: a seeded random generator and timestamps fixed
 relative to :data:`DEMO_NOW`, so every build holds the same rows. The directory is built in a temporary folder
 beside the target and renamed into place, so a half-built demo never appears. ``ensure_demo`` reuses a demo
-whose marker file names the current :data:`DEMO_VERSION` and rebuilds it otherwise.
+whose marker file holds the current :func:`demo_fingerprint` (a digest of the generator's source and data) and
+rebuilds it otherwise, so a changed generator never leaves an old demo in use.
 
 What the demo contains (each screen has real rows to show): 40+ sessions in three work directories and two
 projects, conversations with thinking, tool calls and tool errors, turns with runs and run events, compactions
@@ -26,7 +27,6 @@ from importlib import resources
 from pathlib import Path
 
 from store.demo import text as T
-from store.mothx.db import OpenMode, open_database
 from store.demo.model import (
     DEMO_MARKER,
     DEMO_NOW,
@@ -47,8 +47,9 @@ from store.demo.model import (
 )
 from store.demo.story import tell
 from store.errors import DatabaseCorrupt, StoreError
-from store.paths import KNOWLEDGE_DIR, SESSIONS_DB, default_demo_dir
+from store.mothx.db import OpenMode, open_database
 from store.mothx.sessiondir import open_session_dir
+from store.paths import KNOWLEDGE_DIR, SESSIONS_DB, default_demo_dir
 
 __all__ = [
     "DEMO_MARKER",
@@ -59,6 +60,7 @@ __all__ = [
     "KB_HARBOR",
     "LIVE_LEASE_EXPIRES_AT",
     "build_demo",
+    "demo_fingerprint",
     "demo_version_of",
     "ensure_demo",
     "is_current_demo",
@@ -309,19 +311,40 @@ def _marker(root: Path) -> Path:
     return root / DEMO_MARKER
 
 
-def demo_version_of(target_dir: Path) -> int | None:
-    """The demo version recorded in ``target_dir``'s marker file, or None when it is not a demo directory."""
+_FINGERPRINT: list[str] = []
+
+
+def demo_fingerprint() -> str:
+    """SHA-256 over the demo generator's source files and the DDL it executes (computed once per process)."""
+    if not _FINGERPRINT:
+        digest = hashlib.sha256(f"demo v{DEMO_VERSION}\n".encode())
+        sources = [resources.files("store.demo"), resources.files("store").joinpath("sql")]
+        for folder in sources:
+            for item in sorted(folder.iterdir(), key=lambda i: i.name):
+                if item.name.endswith((".py", ".sql", ".json", ".md", ".txt")) and item.is_file():
+                    digest.update(item.name.encode() + b"\0" + item.read_bytes() + b"\0")
+        _FINGERPRINT.append(digest.hexdigest())
+    return _FINGERPRINT[0]
+
+
+def _marker_data(target_dir: Path) -> dict[str, object]:
     try:
         data = json.loads(_marker(Path(target_dir)).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
-    version = data.get("demoVersion") if isinstance(data, dict) else None
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def demo_version_of(target_dir: Path) -> int | None:
+    """The demo version recorded in ``target_dir``'s marker file, or None when it is not a demo directory."""
+    version = _marker_data(target_dir).get("demoVersion")
     return version if isinstance(version, int) else None
 
 
 def is_current_demo(target_dir: Path) -> bool:
+    """True when ``target_dir`` holds a demo built by this very generator (same fingerprint)."""
     target = Path(target_dir)
-    return demo_version_of(target) == DEMO_VERSION and (target / SESSIONS_DB).is_file()
+    return _marker_data(target).get("fingerprint") == demo_fingerprint() and (target / SESSIONS_DB).is_file()
 
 
 def _generate(root: Path) -> None:
@@ -329,8 +352,8 @@ def _generate(root: Path) -> None:
     tell(demo)
     _write_sessions(demo, root)
     _write_knowledge(demo, root)
-    _marker(root).write_text(dumps({"demoVersion": DEMO_VERSION, "demoNow": DEMO_NOW, "seed": DEMO_SEED}) + "\n",
-                             encoding="utf-8")
+    marker = {"demoVersion": DEMO_VERSION, "demoNow": DEMO_NOW, "seed": DEMO_SEED, "fingerprint": demo_fingerprint()}
+    _marker(root).write_text(dumps(marker) + "\n", encoding="utf-8")
 
 
 def build_demo(target_dir: Path, *, force: bool = False) -> Path:

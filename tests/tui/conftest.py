@@ -1,31 +1,42 @@
-"""Fixtures for the app's Pilot and snapshot tests."""
+"""Fixtures for the app's Pilot and snapshot tests.
+
+Everything is built fresh under pytest's temporary folders from the current code: nothing is cached between
+runs, so a test never shows a demo the generator no longer builds.
+"""
 
 from __future__ import annotations
 
+import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 
 
-DEMO_MASTER = Path(tempfile.gettempdir()) / "sessionscope-tests" / "demo" / "sessions"
-
-
 @pytest.fixture(scope="session")
-def demo_master() -> Path:
-    """The demo session directory at a fixed path (so snapshots show the same path on every run).
+def demo_master(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo session directory, built once per test run from the current generator.
 
     Open it only in a read mode, or copy it first with ``demo_dir``: tests must not write to it.
     """
-    from store.demo.build import ensure_demo
+    from store.demo.build import build_demo
 
-    return ensure_demo(DEMO_MASTER)
+    return build_demo(tmp_path_factory.mktemp("demo-master") / "sessions")
 
 
 @pytest.fixture
 def demo_dir(demo_master: Path, tmp_path: Path) -> Path:
     """A private copy of the demo directory for one test."""
     target = tmp_path / "sessions"
+    shutil.copytree(demo_master, target)
+    return target
+
+
+@pytest.fixture
+def demo_home(demo_master: Path) -> Path:
+    """A private copy of the demo where ``--demo`` puts it (``~/.cache/sessionscope/demo/sessions`` under the
+    test's own home), so a screen shows the same ``~/…`` path on every machine, whatever ``TMPDIR`` is."""
+    target = Path(os.environ["HOME"]) / ".cache" / "sessionscope" / "demo" / "sessions"
+    target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(demo_master, target)
     return target

@@ -1,18 +1,17 @@
 """Snapshot tests of the Checkpoints screen, a checkpoint read back as native records, and the reset dialog.
 
-The real transcripts are copied to, and captured at, a fixed path (so the header, the source folder and the
-verification show the same text on every run); the directory is built once and reused (rebuilt when absent). Run ids, session keys
-and capture times come from a fixed clock and counters while it is built, so the screen shows the same run id
-and time on every machine. The app opens it in snapshot mode (nothing is written), except the reset dialog,
-which needs a writable copy (rebuilt at its own fixed path for each run).
+The real transcripts are copied to, and captured under, the test's own home folder (so the header, the source
+folder and the verification show the same ``~/…`` text on every machine, whatever ``TMPDIR`` is), afresh for every
+test from the current code. Run ids, session keys and capture times come from a fixed clock and counters while it is
+built, so the screen shows the same run id and time on every machine. The app opens it in snapshot mode (nothing
+is written), except the reset dialog, which needs a writable directory.
 """
 
 from __future__ import annotations
 
-import fcntl
 import itertools
+import os
 import shutil
-import tempfile
 import uuid
 from pathlib import Path
 
@@ -26,9 +25,6 @@ from tui.app import SessionscopeApp
 from tui.screens.checkpoints import CheckpointsScreen
 
 SIZE = (120, 36)
-BASE = Path(tempfile.gettempdir()) / "sessionscope-tests" / "checkpoints"
-RW_COPY = Path(tempfile.gettempdir()) / "sessionscope-tests" / "checkpoints-rw"
-LAYOUT = "checkpoints snapshot directory v1"
 CAPTURED_AT = "2026-02-24T09:30:00Z"
 
 
@@ -51,24 +47,14 @@ def build(target: Path, fixtures: Path) -> None:
         with open_session_dir(target / "sessions", OpenMode.READ_WRITE, create=True) as sd:
             capture_claude_code(sd, target / "sources" / "claude-code")
             capture_codex(sd, target / "sources" / "codex" / "sessions")
-    (target / "LAYOUT").write_text(LAYOUT)
 
 
-@pytest.fixture(scope="module")
-def checkpoint_dir() -> Path:
-    """The captured session directory at :data:`BASE` (built when absent or of another layout)."""
-    from tests.conftest import SHARED_FIXTURES
-
-    if not SHARED_FIXTURES.is_dir():
-        pytest.skip("../shared/fixtures/real is not present")
-    marker = BASE / "LAYOUT"
-    BASE.parent.mkdir(parents=True, exist_ok=True)
-    with (BASE.parent / "checkpoints.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel test runs build it once; the stored paths are final ones
-        if not (marker.is_file() and marker.read_text() == LAYOUT):
-            shutil.rmtree(BASE, ignore_errors=True)
-            build(BASE, SHARED_FIXTURES)
-    return BASE / "sessions"
+@pytest.fixture
+def checkpoint_dir(real_fixtures: Path) -> Path:
+    """The captured session directory, built under the test's home folder (shown as ``~/checkpoints/…``)."""
+    base = Path(os.environ["HOME"]) / "checkpoints"
+    build(base, real_fixtures)
+    return base / "sessions"
 
 
 def open_screen(*keys: str, session_id: str = ""):  # type: ignore[no-untyped-def]
@@ -101,7 +87,5 @@ def test_checkpoint_transcript_with_an_interrupted_call(snap_compare, checkpoint
 
 
 def test_checkpoint_reset_dialog(snap_compare, checkpoint_dir: Path) -> None:
-    shutil.rmtree(RW_COPY, ignore_errors=True)
-    shutil.copytree(checkpoint_dir.parent, RW_COPY)
-    assert snap_compare(SessionscopeApp(RW_COPY / "sessions", OpenMode.READ_WRITE),
+    assert snap_compare(SessionscopeApp(checkpoint_dir, OpenMode.READ_WRITE),
                         run_before=open_screen("@", "R", session_id=INTERRUPTED), terminal_size=SIZE)

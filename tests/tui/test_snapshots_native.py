@@ -10,9 +10,7 @@ The branched transcript's accepted snapshot is copied to screenshots/native-bran
 from __future__ import annotations
 
 import asyncio
-import fcntl
-import shutil
-import tempfile
+import os
 import time
 from pathlib import Path
 
@@ -25,27 +23,15 @@ from tests.tui.test_snapshots_checkpoints import build
 from tui.app import SessionscopeApp
 
 SIZE = (120, 36)
-BASE = Path(tempfile.gettempdir()) / "sessionscope-tests" / "native"
-LAYOUT = "native snapshot directory v1"
 DEADLINE_S = 20.0
 
 
-@pytest.fixture(scope="module")
-def native_dir() -> Path:
-    """The captured session directory at :data:`BASE` / sessions (built when absent or of another layout)."""
-    from tests.conftest import SHARED_FIXTURES
-
-    if not SHARED_FIXTURES.is_dir():
-        pytest.skip("../shared/fixtures/real is not present")
-    marker = BASE / "LAYOUT"
-    BASE.parent.mkdir(parents=True, exist_ok=True)
-    with (BASE.parent / "native.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel runs build it once
-        if not (marker.is_file() and marker.read_text() == LAYOUT):
-            shutil.rmtree(BASE, ignore_errors=True)
-            build(BASE, SHARED_FIXTURES)
-            marker.write_text(LAYOUT)
-    return BASE / "sessions"
+@pytest.fixture
+def native_dir(real_fixtures: Path) -> Path:
+    """The captured session directory, built under the test's home folder (shown as ``~/native/…``)."""
+    base = Path(os.environ["HOME"]) / "native"
+    build(base, real_fixtures)
+    return base / "sessions"
 
 
 async def settle_all(pilot: Pilot[object]) -> None:

@@ -1,38 +1,23 @@
 """Snapshot tests of the Runs screen and of a repair's confirm dialog (SVGs in __snapshots__, reviewed like code).
 
-The Runs screen runs on the demo directory at its fixed path in snapshot mode. The dialog needs a writable
-directory (repairs are blocked in the read modes), so it runs on a copy of the demo at another fixed path, made
-afresh for the test. Both use the demo's "now" as the app's clock, so every countdown reads the same on every run.
+Both run on a private copy of the demo where ``--demo`` puts it under the test's home (the header shows
+``~/.cache/sessionscope/demo/sessions`` on every machine): the Runs screen in snapshot mode, the dialog read-write
+(repairs are blocked in the read modes). Both use the demo's "now" as the app's clock, so every countdown reads the same on every run.
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
-import pytest
 from textual.pilot import Pilot
 
-from store.mothx.db import OpenMode
 from store.demo.model import DEMO_NOW_UNIX
+from store.mothx.db import OpenMode
 from tests.tui.appwait import settle
 from tests.tui.runswait import settle_runs, wait_for
 from tui.app import SessionscopeApp
 
 SIZE = (120, 36)
-DEMO_COPY = Path(tempfile.gettempdir()) / "sessionscope-tests" / "runs-dialog" / "sessions"
-
-
-@pytest.fixture
-def demo_copy(demo_master: Path) -> Path:
-    """A writable copy of the demo at a fixed path (the header shows it)."""
-    shutil.rmtree(DEMO_COPY, ignore_errors=True)
-    DEMO_COPY.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(demo_master, DEMO_COPY)
-    return DEMO_COPY
-
-
 def _orphan_index(app: SessionscopeApp) -> int:
     from tui.widgets.run_list import RunList
 
@@ -40,7 +25,7 @@ def _orphan_index(app: SessionscopeApp) -> int:
     return next(i for i, row in enumerate(lst.rows) if row.listing.state == "orphaned")
 
 
-def test_runs_screen(snap_compare, demo_master: Path) -> None:
+def test_runs_screen(snap_compare, demo_home: Path) -> None:
     async def ready(pilot: Pilot[object]) -> None:
         from tui.screens.runs import RunsScreen
         from tui.widgets.run_list import RunList
@@ -54,11 +39,11 @@ def test_runs_screen(snap_compare, demo_master: Path) -> None:
         pilot.app.screen.query_one(RunList).cursor = _orphan_index(pilot.app)
         await settle_runs(pilot)
 
-    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT, clock=lambda: DEMO_NOW_UNIX)
+    app = SessionscopeApp(demo_home, OpenMode.SNAPSHOT, clock=lambda: DEMO_NOW_UNIX)
     assert snap_compare(app, run_before=ready, terminal_size=SIZE)
 
 
-def test_repair_dialog(snap_compare, demo_copy: Path) -> None:
+def test_repair_dialog(snap_compare, demo_home: Path) -> None:
     async def dialog(pilot: Pilot[object]) -> None:
         from tui.screens.runs import RunsScreen
         from tui.widgets.confirm import ConfirmDialog
@@ -73,5 +58,5 @@ def test_repair_dialog(snap_compare, demo_copy: Path) -> None:
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmDialog), "the confirm dialog")
         await settle_runs(pilot)
 
-    app = SessionscopeApp(demo_copy, OpenMode.READ_WRITE, clock=lambda: DEMO_NOW_UNIX)
+    app = SessionscopeApp(demo_home, OpenMode.READ_WRITE, clock=lambda: DEMO_NOW_UNIX)
     assert snap_compare(app, run_before=dialog, terminal_size=SIZE)

@@ -1,6 +1,6 @@
 """Snapshot tests of the Sessions, filter, help and welcome screens (SVGs in __snapshots__, reviewed like code).
 
-The app runs on the demo directory at a fixed path, in snapshot mode (nothing is written), with the default
+The app runs on a private copy of the demo at ``~/.cache/sessionscope/demo/sessions`` under the test's home, in snapshot mode (nothing is written), with the default
 theme, no clock on screen, absolute UTC times, and blinking cursors frozen. ``settle`` waits for the rows and
 the integrity check, so a screenshot never shows "Loading…".
 """
@@ -18,29 +18,29 @@ from tui.app import SessionscopeApp
 SIZE = (120, 36)
 
 
-def test_sessions_screen(snap_compare, demo_master: Path) -> None:
+def test_sessions_screen(snap_compare, demo_home: Path) -> None:
     async def ready(pilot: Pilot[object]) -> None:
         await settle(pilot)
 
-    assert snap_compare(SessionscopeApp(demo_master, OpenMode.SNAPSHOT), run_before=ready, terminal_size=SIZE)
+    assert snap_compare(SessionscopeApp(demo_home, OpenMode.SNAPSHOT), run_before=ready, terminal_size=SIZE)
 
 
-def test_sessions_screen_filtered(snap_compare, demo_master: Path) -> None:
+def test_sessions_screen_filtered(snap_compare, demo_home: Path) -> None:
     async def filtered(pilot: Pilot[object]) -> None:
         await settle(pilot)
         await pilot.press("slash", *"harbor")
         freeze_cursors(pilot)
         await settle(pilot)
 
-    assert snap_compare(SessionscopeApp(demo_master, OpenMode.SNAPSHOT), run_before=filtered, terminal_size=SIZE)
+    assert snap_compare(SessionscopeApp(demo_home, OpenMode.SNAPSHOT), run_before=filtered, terminal_size=SIZE)
 
 
-def test_help_screen(snap_compare, demo_master: Path) -> None:
+def test_help_screen(snap_compare, demo_home: Path) -> None:
     async def ready(pilot: Pilot[object]) -> None:
         await settle(pilot)
 
     assert snap_compare(
-        SessionscopeApp(demo_master, OpenMode.SNAPSHOT), press=["question_mark"], run_before=ready, terminal_size=SIZE
+        SessionscopeApp(demo_home, OpenMode.SNAPSHOT), press=["question_mark"], run_before=ready, terminal_size=SIZE
     )
 
 

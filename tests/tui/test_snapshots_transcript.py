@@ -36,36 +36,36 @@ def _opened(session_id: str, *keys: str):  # noqa: ANN202 - a run_before callbac
     return run_before
 
 
-def test_transcript_tool_calls_and_error(snap_compare, demo_master: Path, demo_sessions: DemoSessions) -> None:
+def test_transcript_tool_calls_and_error(snap_compare, demo_home: Path, demo_sessions: DemoSessions) -> None:
     """The cursor moves block by block (down) onto the first failed tool result."""
     sid = demo_sessions.tool_error
-    with open_session_dir(demo_master, OpenMode.SNAPSHOT) as sd:
+    with open_session_dir(demo_home, OpenMode.SNAPSHOT) as sd:
         replay = entries.replay(sd, sid)
     blocks_before = next(i for i, m in enumerate(replay) if m.message.is_error)  # no markers in this session
-    assert snap_compare(SessionscopeApp(demo_master, OpenMode.SNAPSHOT),
+    assert snap_compare(SessionscopeApp(demo_home, OpenMode.SNAPSHOT),
                         run_before=_opened(sid, *["down"] * blocks_before), terminal_size=SIZE)
 
 
-def test_transcript_compaction_marker(snap_compare, demo_master: Path, demo_sessions: DemoSessions) -> None:
-    assert snap_compare(SessionscopeApp(demo_master, OpenMode.SNAPSHOT),
+def test_transcript_compaction_marker(snap_compare, demo_home: Path, demo_sessions: DemoSessions) -> None:
+    assert snap_compare(SessionscopeApp(demo_home, OpenMode.SNAPSHOT),
                         run_before=_opened(demo_sessions.long, "right_square_bracket"), terminal_size=SIZE)
 
 
-def test_transcript_skipped_compaction(snap_compare, demo_master: Path, demo_sessions: DemoSessions) -> None:
-    assert snap_compare(SessionscopeApp(demo_master, OpenMode.SNAPSHOT),
+def test_transcript_skipped_compaction(snap_compare, demo_home: Path, demo_sessions: DemoSessions) -> None:
+    assert snap_compare(SessionscopeApp(demo_home, OpenMode.SNAPSHOT),
                         run_before=_opened(demo_sessions.skipped, "right_square_bracket"), terminal_size=SIZE)
 
 
-def test_transcript_override_marker(snap_compare, demo_master: Path, demo_sessions: DemoSessions) -> None:
-    assert snap_compare(SessionscopeApp(demo_master, OpenMode.SNAPSHOT),
+def test_transcript_override_marker(snap_compare, demo_home: Path, demo_sessions: DemoSessions) -> None:
+    assert snap_compare(SessionscopeApp(demo_home, OpenMode.SNAPSHOT),
                         run_before=_opened(demo_sessions.override, "right_square_bracket", "up"), terminal_size=SIZE)
 
 
-def test_transcript_raw_view(snap_compare, demo_master: Path, demo_sessions: DemoSessions) -> None:
-    assert snap_compare(SessionscopeApp(demo_master, OpenMode.SNAPSHOT),
+def test_transcript_raw_view(snap_compare, demo_home: Path, demo_sessions: DemoSessions) -> None:
+    assert snap_compare(SessionscopeApp(demo_home, OpenMode.SNAPSHOT),
                         run_before=_opened(demo_sessions.long, "R"), terminal_size=SIZE)
 
 
-def test_transcript_start_of_long_session(snap_compare, demo_master: Path, demo_sessions: DemoSessions) -> None:
-    assert snap_compare(SessionscopeApp(demo_master, OpenMode.SNAPSHOT),
+def test_transcript_start_of_long_session(snap_compare, demo_home: Path, demo_sessions: DemoSessions) -> None:
+    assert snap_compare(SessionscopeApp(demo_home, OpenMode.SNAPSHOT),
                         run_before=_opened(demo_sessions.long), terminal_size=SIZE)
