@@ -86,6 +86,10 @@ def _entry_json(e: DemoEntry) -> str:
     return dumps({"type": e.type, "id": e.id, "parentId": e.parent_id, "timestamp": rfc3339(e.ts), **e.fields})
 
 
+def _stat_order(row: tuple[object, ...]) -> tuple[str, str]:
+    return (str(row[0]), str(row[1]))
+
+
 def _write_sessions(demo: DemoBuilder, root: Path) -> None:
     demo.entries.sort(key=lambda e: (e.wtime, e.order))
     for seq, e in enumerate(demo.entries, start=1):
@@ -164,9 +168,10 @@ def _write_sessions(demo: DemoBuilder, root: Path) -> None:
                 "INSERT INTO session_capabilities (session_id,mode,display_mode,delegate_mode,multi_agent,workflows,web_search,browser,"
                 "a2a_master,updated_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 [(s.id, "yolo", "work", 0, 0, 0, int(s.cwd == T.NOTES), 0, 0, rfc3339(s.created)) for s in sessions])
+            stats: list[tuple[object, ...]] = sorted(demo.stats, key=_stat_order)
             conn.executemany(
                 "INSERT INTO request_stats (timestamp,session_id,provider,model,input_tokens,output_tokens,total_tokens,duration_ms,"
-                "protocol) VALUES (?,?,?,?,?,?,?,?,?)", sorted(demo.stats, key=lambda r: (str(r[0]), str(r[1]))))
+                "protocol) VALUES (?,?,?,?,?,?,?,?,?)", stats)
             conn.executemany(
                 "INSERT INTO cron_jobs (id,session_id,name,prompt,schedule,oneshot,mode,work_dir,a2a_target,a2a_token,enabled,"
                 "created_at,last_run,next_run,run_count,last_status,last_error) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", demo.cron)

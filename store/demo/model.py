@@ -305,8 +305,8 @@ class DemoBuilder:
                            total, latency, PROTOCOLS[provider]))
         if run is not None:
             for key in ("input", "output", "reasoning", "cacheRead", "cacheWrite", "totalTokens"):
-                run.usage[key] = run.usage.get(key, 0) + usage[key]  # type: ignore[operator]
-            run.usage["cost"] = round(run.usage.get("cost", 0) + usage["cost"], 6)  # type: ignore[operator]
+                run.usage[key] = run.usage.get(key, 0) + usage[key]
+            run.usage["cost"] = round(run.usage.get("cost", 0) + usage["cost"], 6)
             run.context = {"tokens": prompt + output, "contextWindow": window,
                            "percent": round((prompt + output) * 100 / window, 1)}
             self.event(run, ts, "model_request", "running",
@@ -431,7 +431,7 @@ class DemoBuilder:
             first = False
             if stop_after_call:
                 return t, turn, run, tool_msgs
-            for c, call_id in zip(group, ids):
+            for c, call_id in zip(group, ids, strict=False):
                 dur = {"read_file": (0.02, 0.2), "grep": (0.05, 0.6), "edit": (0.02, 0.15),
                        "write_file": (0.02, 0.1)}.get(c.tool, (0.4, 14.0))
                 t += self.ms(*dur)

@@ -7,6 +7,7 @@ order of calls fixes the random stream, so keep it stable (or bump ``DEMO_VERSIO
 from __future__ import annotations
 
 import re
+from typing import cast
 
 from store.demo import text as T
 from store.demo.model import (
@@ -57,7 +58,6 @@ def tell(demo: DemoBuilder) -> None:
     atlas_project = demo.hex()
     harbor_project = demo.hex()
     demo.projects = [(atlas_project, "Atlas 0.9", at(10, 5, 16, 2)), (harbor_project, "Harbor API 1.5", at(10, 5, 16, 4))]
-    A = {s.title: s for s in T.ATLAS_SCRIPTS}
     H = {s.title: s for s in T.HARBOR_SCRIPTS}
     N = {s.title: s for s in T.NOTES_SCRIPTS}
 
@@ -65,7 +65,7 @@ def tell(demo: DemoBuilder) -> None:
     atlas_days = [(10, 6, 9, 10), (10, 8, 14, 2), (10, 12, 10, 31), (10, 15, 15, 47), (10, 20, 9, 5), (10, 22, 16, 20),
                   (10, 26, 11, 12), (10, 29, 13, 40), (11, 3, 10, 3), (11, 5, 17, 15), (11, 10, 8, 55)]
     atlas_sessions: dict[str, DemoSession] = {}
-    for script, when in zip(T.ATLAS_SCRIPTS[:11], atlas_days):
+    for script, when in zip(T.ATLAS_SCRIPTS[:11], atlas_days, strict=False):
         s = demo.session(T.ATLAS, at(*when), "codex" if when[1] in (12, 26) else "sonnet")
         s.project = atlas_project
         atlas_sessions[script.title] = s
@@ -172,7 +172,7 @@ def tell(demo: DemoBuilder) -> None:
     long_session = _long_session(demo)
     long_session.project = harbor_project
     long_session.pinned = True
-    for (cwd, script), when in zip(T.QA_SCRIPTS, [(11, 16, 7, 58), (10, 14, 18, 21), (11, 1, 21, 7)]):
+    for (cwd, script), when in zip(T.QA_SCRIPTS, [(11, 16, 7, 58), (10, 14, 18, 21), (11, 1, 21, 7)], strict=True):
         s = demo.session(cwd, at(*when))
         demo.conversation(s, s.created + demo.ms(5, 20), [(script, {})], title=script.title)
 
@@ -234,7 +234,7 @@ def _refused_turn(demo: DemoBuilder, s: DemoSession, t: int) -> None:
             "provider": "anthropic", "error": "400 invalid_request_error: messages.3.content.0: tool_result contains "
             "invalid UTF-8 or unsupported binary data", "refused": True})
         ts += demo.ms(0.05, 0.2)
-        msg = dict(result.fields["message"])  # type: ignore[arg-type]
+        msg = dict(cast("dict[str, object]", result.fields["message"]))
         msg["content"] = T.REFUSED_OVERRIDE_TEXT
         msg.pop("isError", None)
         demo.append(s, "content_override", ts, {"targetEntryId": result.id, "message": msg,
@@ -556,13 +556,13 @@ def _long_script(demo: DemoBuilder, kind: str, pkg: str, entity: str, file: str,
         user = rng.choice(T.LONG_USER_PROMPTS["grep"])
         pattern = "sql\\.ErrNoRows|\"database/sql\"|sql\\.Null"
         leftovers = ("if errors.Is(err, sql.ErrNoRows) {", "\"database/sql\"", "var ts sql.NullTime")
-        hits = []
+        grep_hits = []
         for p, _, fs in rng.sample(T.LONG_PACKAGES, 3):
-            hits.append(f"internal/{p}/{fs[0]}:{rng.randint(40, 200)}:\t{rng.choice(leftovers)}")
-        calls.append(T.grep(pattern, "internal/", "\n".join(hits)))
+            grep_hits.append(f"internal/{p}/{fs[0]}:{rng.randint(40, 200)}:\t{rng.choice(leftovers)}")
+        calls.append(T.grep(pattern, "internal/", "\n".join(grep_hits)))
         fixes = {"if errors.Is(err, sql.ErrNoRows) {": ("sql.ErrNoRows", "pgx.ErrNoRows"),
                  "\"database/sql\"": ("\t\"database/sql\"\n", ""), "var ts sql.NullTime": ("sql.NullTime", "pgtype.Timestamptz")}
-        for hit in hits:
+        for hit in grep_hits:
             hpath, _, rest = hit.split(":", 2)
             old, new = fixes[rest.split("\t", 1)[1]]
             calls.append(T.edit(hpath, old, new, parallel=len(calls) > 1))
