@@ -323,7 +323,8 @@ def demo_fingerprint() -> str:
     """SHA-256 over the demo generator's source files and the DDL it executes (computed once per process)."""
     if not _FINGERPRINT:
         digest = hashlib.sha256(f"demo v{DEMO_VERSION}\n".encode())
-        sources = [resources.files("store.demo"), resources.files("store").joinpath("sql")]
+        demo = resources.files("store.demo")
+        sources = [demo, demo.joinpath("data"), resources.files("store").joinpath("sql")]
         for folder in sources:
             for item in sorted(folder.iterdir(), key=lambda i: i.name):
                 if item.name.endswith((".py", ".sql", ".json", ".md", ".txt")) and item.is_file():
