@@ -13,8 +13,8 @@ import pytest
 
 from store.agents import agentstate as ast
 from store.agents.capture import CaptureProgress
-from store.mothx.db import OpenMode
 from store.agents.native import parse_codex
+from store.mothx.db import OpenMode
 from store.mothx.sessiondir import open_session_dir
 from tui.cli import core as cli
 from tui.cli.capture import _ProgressBar

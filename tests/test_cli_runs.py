@@ -166,13 +166,13 @@ def test_a_terminal_is_asked_and_no_is_the_default(demo: Path, monkeypatch: pyte
 
 
 def test_recover_with_yes_writes_the_reference_rows_and_announces_them(demo: Path, _private_bus_port: int) -> None:
-    from store.mothx.bus import BusListener
+    from store.mothx.bus import BusHint, BusListener
 
     ids = active_runs(demo)
     run_id = ids["orphan"]
     session, epoch = rows(demo, "SELECT r.session_id, l.epoch FROM session_runs r JOIN session_runtime_leases l "
                                 "ON l.session_id = r.session_id WHERE r.id = ?", (run_id,))[0]
-    heard = []
+    heard: list[BusHint] = []
     with BusListener(heard.append, port=_private_bus_port, own_origin="") as listener:
         assert listener.available
         result = run_cli("--dir", str(demo), "repair", "recover-run", run_id, "--yes", "--json")
