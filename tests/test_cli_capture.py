@@ -212,7 +212,9 @@ def test_capture_refuses_a_foreign_folder_and_a_missing_root(tmp_path: Path, rea
     assert code == 1 and "no sessions.db" in err
     assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
     code, _, err = run(capsys, "--dir", str(folder), "capture", "codex", str(tmp_path / "nowhere"))
-    assert code == 1 and "is not a folder" in err
+    assert code == 2 and "no such folder" in err                      # a bad argument
+    code, _, err = run(capsys, "--dir", str(folder), "capture", "codex", str(folder / "notes.txt"))
+    assert code == 2 and "is not a folder" in err
     code, _, err = run(capsys, "capture", "gemini")
     assert code == 2
 

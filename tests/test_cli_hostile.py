@@ -36,7 +36,8 @@ RLO = "\u202etxt.exe"
 SURROGATE = "\ud83d"
 MARKUP = ("pid-4242-[/]", "[bold]x[/bold]", "[link=file:///etc/passwd]x[/link]", "[@click=app.quit]x[/]",
           "/home/u/[archive]/repo")
-EVIL = "".join((CLIP, TITLE_OSC, LINK, CLEAR, C1_CSI, BEL, RLO, *MARKUP))
+DEL = "\x7f"
+EVIL = "".join((CLIP, TITLE_OSC, LINK, CLEAR, C1_CSI, BEL, RLO, DEL, *MARKUP))
 EVIL_TEXT = EVIL + SURROGATE  # where the data can hold a lone surrogate (JSON text in entries)
 
 OWNER = "pid-4242-[/]\x1b]52;c;aGk=\x07"

@@ -16,8 +16,8 @@ it asks on a terminal and needs ``--yes`` otherwise. ``export-repaired`` writes 
 the original. A SESSION_ID may be a unique prefix (4+ characters) of an agent session id.
 
 Exit status as the rest of the command line: 0 success; 1 a failure, a divergent or out-of-sync verification;
-2 bad arguments or an unknown / ambiguous session; 3 a refused write (read-only, not confirmed, the target
-exists).
+2 bad arguments (a missing ROOT or PATH) or an unknown / ambiguous session (an ambiguous prefix lists the ids
+it matches); 3 a refused write (read-only, not confirmed, the target exists).
 """
 
 from __future__ import annotations
@@ -256,10 +256,11 @@ class _ProgressBar:
 
 def cmd_capture(args: argparse.Namespace) -> int:
     from store.agents import capture
+    from tui.cli import core as cli
 
     root = Path(os.path.abspath(Path(args.root).expanduser())) if args.root else None  # "a/../b" stored as "b"
-    if root is not None and not root.is_dir():
-        raise StoreError(f"{root} is not a folder.")
+    if root is not None and not root.is_dir():  # a bad argument: exit 2
+        raise cli.UsageError(f"ROOT {root}: no such folder" if not root.exists() else f"ROOT {root} is not a folder.")
     with open_dir(args, write=True) as sd:
         fn = capture.capture_claude_code if args.agent == "claude-code" else capture.capture_codex
         with _ProgressBar(args.agent, sys.stderr) as bar:

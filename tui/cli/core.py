@@ -7,8 +7,17 @@
 
 Textual is imported only on the branch that opens the UI, so ``list`` and ``show`` start fast. ``list`` and
 ``show`` open the directory read-only unless ``--snapshot`` is given (the reference's listing is read-only).
-Exit status: 0 success, 2 bad arguments or an unknown / ambiguous session, 3 a refused repair (read-only,
-fence, lease held by someone else), 1 any other failure, 130 on Ctrl-C. Failures print one line on stderr, never a traceback.
+
+``--dir PATH`` names a session folder, its ``sessions.db``, or any other database file (opened as it is, never
+the ``sessions.db`` beside it); ``--dir ''`` and a path that does not exist are bad arguments. An argument
+that is not valid UTF-8 is refused before anything is opened, naming the argument.
+
+Everything printed goes through :mod:`tui.cli.output`: data is made safe (:mod:`store.safetext`), JSON has no
+raw control, bidi or surrogate character, tables are Rich tables of plain cells.
+
+Exit status: 0 success, 2 bad arguments or an unknown / ambiguous session (or run, turn, checkpoint), 3 a
+refused repair (read-only, fence, lease held by someone else), 1 any other failure, 130 on Ctrl-C. Failures
+print one line on stderr, never a traceback.
 """
 
 from __future__ import annotations

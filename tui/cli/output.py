@@ -66,7 +66,8 @@ def _utf8(stream: TextIO) -> bool:
 def json_text(value: object, stream: TextIO | None = None) -> str:
     """The JSON text :func:`json_out` writes (ASCII-only for a stream that is not Unicode)."""
     if stream is not None and not _utf8(stream):
-        return json.dumps(value, indent=2, ensure_ascii=True)
+        # ASCII-only: every non-ASCII character (surrogates too) is a \uXXXX escape; DEL is ASCII, json keeps it
+        return json.dumps(value, indent=2, ensure_ascii=True).replace("\x7f", "\\u007f")
     return json_dumps(value)
 
 

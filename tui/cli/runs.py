@@ -16,7 +16,8 @@
 Exit status: 0 applied (or previewed with ``--dry-run``); 3 refused — a live lease held by another process (the
 reason names the holder), the facts changed, the run is no longer active, not confirmed, or a read mode
 (``--read-only`` / ``--snapshot``: every repair is refused with "read-only"; ``--dry-run`` still prints the
-preview); 2 an unknown session or run; 1 any other failure (e.g. a recovery that began but failed: its record
+preview); 2 an unknown session, run or turn (a turn is known by its conversation turn row or its interrupted
+tool execution records); 1 any other failure (e.g. a recovery that began but failed: its record
 says when to retry).
 """
 
@@ -138,8 +139,6 @@ def _open_mode(args: argparse.Namespace, mode: OpenMode) -> SessionDir:
 # --- runs -----------------------------------------------------------------------------------------------------
 
 
-duration = times.duration
-_utc = times.from_unix
 
 
 def lease_json(lease: LeaseSnapshot | None) -> dict[str, object] | None:
@@ -149,7 +148,7 @@ def lease_json(lease: LeaseSnapshot | None) -> dict[str, object] | None:
         "owner_instance_id": lease.owner_instance_id, "owner_pid": lease.owner_pid, "owner_kind": lease.owner_kind,
         "purpose": lease.purpose, "epoch": lease.epoch, "run_id": lease.run_id, "state": lease.state,
         "acquired_at": lease.acquired_at, "heartbeat_at": lease.heartbeat_at, "expires_at": lease.expires_at,
-        "expires_at_utc": _utc(lease.expires_at), "seconds_left": lease.expires_at - lease.now,
+        "expires_at_utc": times.from_unix(lease.expires_at), "seconds_left": lease.expires_at - lease.now,
         "valid": lease.valid,
     }
 
@@ -254,13 +253,13 @@ def print_runs(rows: list[RunListing], *, orphaned: bool) -> None:
                 lease_text = "released"
             else:
                 left = lease.expires_at - lease.now
-                lease_text = (f"expires in {duration(left)}" if left > 0 else f"expired {duration(-left)} ago")
+                lease_text = (f"expires in {times.duration(left)}" if left > 0 else f"expired {times.duration(-left)} ago")
         rec = ls.recovery
         rec_text = ""
         if rec is not None:
             rec_text = f"{rec.state} #{rec.attempt}"
             if rec.state == "failed" and rec.next_retry_at is not None:
-                rec_text += f", retry {'due' if rec.next_retry_at <= now else 'at ' + _utc(rec.next_retry_at)}"
+                rec_text += f", retry {'due' if rec.next_retry_at <= now else 'at ' + times.from_unix(rec.next_retry_at)}"
         cells.append((
             run.id, run.session_id, run.status, ls.execution.state if ls.execution else "-",
             lease.owner_instance_id if lease else "-", str(lease.owner_pid) if lease else "-",
