@@ -129,7 +129,13 @@ def test_list_errors(sdir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert code == 1 and out == ""
     assert err.startswith("sessionscope: no session directory at ") and "--demo" in err
     assert err.count("\n") == 1
-    code, _, err = run(capsys, "--dir", str(tmp_path / "missing"), "list")
+    code, _, err = run(capsys, "--dir", str(tmp_path / "missing"), "list")       # a bad argument: exit 2
+    assert code == 2 and "no such file or folder" in err and err.count("\n") == 1
+    code, _, err = run(capsys, "--dir", "", "list")
+    assert code == 2 and err == "sessionscope: --dir needs a path\n"
+    empty = tmp_path / "empty-folder"
+    empty.mkdir()
+    code, _, err = run(capsys, "--dir", str(empty), "list")                      # a folder without a database
     assert code == 1 and "no sessions.db" in err and err.count("\n") == 1
     code, _, err = run(capsys, "--dir", str(sdir), "list", "--limit", "-3")
     assert code == 2 and "negative" in err and err.count("\n") == 1
@@ -255,8 +261,8 @@ def test_keyboard_interrupt_is_130(monkeypatch: pytest.MonkeyPatch, sdir: Path,
     assert code == 130 and "Traceback" not in err
 
 
-def test_when_formats_rfc3339_leniently(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TZ", "UTC")
+def test_when_formats_rfc3339_in_utc(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "Asia/Kolkata")   # shown times are UTC whatever the machine's zone (as in the app)
     import time
 
     time.tzset()

@@ -13,8 +13,8 @@ import pytest
 
 from store.agents import agentstate as ast
 from store.agents.capture import CaptureProgress
-from store.mothx.db import OpenMode
 from store.agents.native import parse_codex
+from store.mothx.db import OpenMode
 from store.mothx.sessiondir import open_session_dir
 from tui.cli import core as cli
 from tui.cli.capture import _ProgressBar
@@ -212,7 +212,9 @@ def test_capture_refuses_a_foreign_folder_and_a_missing_root(tmp_path: Path, rea
     assert code == 1 and "no sessions.db" in err
     assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
     code, _, err = run(capsys, "--dir", str(folder), "capture", "codex", str(tmp_path / "nowhere"))
-    assert code == 1 and "is not a folder" in err
+    assert code == 2 and "no such folder" in err                      # a bad argument
+    code, _, err = run(capsys, "--dir", str(folder), "capture", "codex", str(folder / "notes.txt"))
+    assert code == 2 and "is not a folder" in err
     code, _, err = run(capsys, "capture", "gemini")
     assert code == 2
 
@@ -271,7 +273,9 @@ def test_verify_prefixes_and_unknown_ids(sdir: Path, real_fixtures: Path, capsys
     assert out.splitlines()[0] == f"verified: codex {INTERRUPTED_ID}"
     assert "19 stored, 19 on disk" in out
     code, _, err = run(capsys, "--dir", str(sdir), "checkpoint", "verify", "codex", "019c8")
-    assert code == 2 and "3 codex checkpoints start with" in err
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("sessionscope: ambiguous prefix 019c8: matches 3 codex checkpoints: ")
+    assert all(sid in err for sid in CODEX_SESSIONS)
     code, _, err = run(capsys, "--dir", str(sdir), "checkpoint", "verify", "codex", "ffffffff")
     assert code == 2 and "No codex checkpoint" in err
     code, _, err = run(capsys, "--dir", str(sdir), "checkpoint", "verify", "claude-code", INTERRUPTED_ID)
@@ -341,4 +345,7 @@ def test_export_repaired_closes_the_interrupted_call(real_fixtures: Path, tmp_pa
     code, out, _ = run(capsys, "export-repaired", str(source), str(tmp_path / "again.jsonl"))
     assert code == 0 and f"closed {pair.name} {pair.call_id} (line 18)" in out
     code, _, err = run(capsys, "export-repaired", str(tmp_path / "missing.jsonl"), str(tmp_path / "x.jsonl"))
-    assert code == 1 and "is not a file" in err
+    assert code == 2 and "no such file" in err and err.count("\n") == 1   # a bad argument
+    code, _, err = run(capsys, "export-repaired", str(tmp_path), str(tmp_path / "x.jsonl"))
+    assert code == 2 and "is not a file" in err
+    assert not (tmp_path / "x.jsonl").exists()

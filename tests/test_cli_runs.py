@@ -166,13 +166,13 @@ def test_a_terminal_is_asked_and_no_is_the_default(demo: Path, monkeypatch: pyte
 
 
 def test_recover_with_yes_writes_the_reference_rows_and_announces_them(demo: Path, _private_bus_port: int) -> None:
-    from store.mothx.bus import BusListener
+    from store.mothx.bus import BusHint, BusListener
 
     ids = active_runs(demo)
     run_id = ids["orphan"]
     session, epoch = rows(demo, "SELECT r.session_id, l.epoch FROM session_runs r JOIN session_runtime_leases l "
                                 "ON l.session_id = r.session_id WHERE r.id = ?", (run_id,))[0]
-    heard = []
+    heard: list[BusHint] = []
     with BusListener(heard.append, port=_private_bus_port, own_origin="") as listener:
         assert listener.available
         result = run_cli("--dir", str(demo), "repair", "recover-run", run_id, "--yes", "--json")
@@ -215,9 +215,10 @@ def test_a_live_lease_refuses_and_names_its_holder(demo: Path) -> None:
 def test_read_modes_refuse_every_repair(demo: Path, flag: str) -> None:
     ids = active_runs(demo)
     session = rows(demo, "SELECT session_id FROM session_runs WHERE id = ?", (ids["orphan"],))[0][0]
+    (turn,) = rows(demo, "SELECT id FROM conversation_turns WHERE session_id = ? AND status = 'open'", (session,))[0]
     before = snapshot_files(demo)
     for args in (("recover-run", ids["orphan"], "--yes"), ("release-lease", session, "--yes"),
-                 ("abandon-tools", session, "t1", "--yes")):
+                 ("abandon-tools", session, turn, "--yes")):
         result = run_cli("--dir", str(demo), flag, "repair", *args)
         assert result.returncode == 3, (args, result.stderr)
         assert "read-only" in result.stderr
@@ -229,13 +230,19 @@ def test_read_modes_refuse_every_repair(demo: Path, flag: str) -> None:
 def test_unknown_targets_exit_2(demo: Path) -> None:
     assert run_cli("--dir", str(demo), "repair", "recover-run", "run_nope", "--yes").returncode == 2
     assert run_cli("--dir", str(demo), "repair", "release-lease", "ffffffffffffffff", "--yes").returncode == 2
+    session = rows(demo, "SELECT id FROM sessions ORDER BY id LIMIT 1")[0][0]
+    bogus = run_cli("--dir", str(demo), "repair", "abandon-tools", session, "turn_bogus", "--dry-run")
+    assert bogus.returncode == 2 and bogus.stdout == ""
+    assert bogus.stderr.startswith(f"sessionscope: no turn turn_bogus in session {session}")
+    assert bogus.stderr.count("\n") == 1
 
 
 def test_abandon_chosen_tool_calls_and_release_an_expired_lease(demo: Path) -> None:
     ids = active_runs(demo)
     run_id = ids["orphan"]
     session = rows(demo, "SELECT session_id FROM session_runs WHERE id = ?", (run_id,))[0][0]
-    busy = run_cli("--dir", str(demo), "repair", "abandon-tools", session, "t1", "--yes")
+    (turn,) = rows(demo, "SELECT id FROM conversation_turns WHERE session_id = ? AND status = 'open'", (session,))[0]
+    busy = run_cli("--dir", str(demo), "repair", "abandon-tools", session, turn, "--yes")
     assert busy.returncode == 3 and f"recover-run {run_id}" in busy.stderr, "an active run is recovered first"
     assert run_cli("--dir", str(demo), "repair", "recover-run", run_id, "--yes").returncode == 0
     conn = sqlite3.connect(demo / "sessions.db")

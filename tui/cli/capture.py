@@ -16,14 +16,13 @@ it asks on a terminal and needs ``--yes`` otherwise. ``export-repaired`` writes 
 the original. A SESSION_ID may be a unique prefix (4+ characters) of an agent session id.
 
 Exit status as the rest of the command line: 0 success; 1 a failure, a divergent or out-of-sync verification;
-2 bad arguments or an unknown / ambiguous session; 3 a refused write (read-only, not confirmed, the target
-exists).
+2 bad arguments (a missing ROOT or PATH) or an unknown / ambiguous session (an ambiguous prefix lists the ids
+it matches); 3 a refused write (read-only, not confirmed, the target exists).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -31,11 +30,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from store.mothx.db import OpenMode
-from tui.formatting import plural
 from store.errors import AmbiguousSessionId, ReadOnlyStore, RepairRefused, SessionNotFound, StoreError
+from store.mothx.db import OpenMode
+from store.safetext import one_line
+from tui.cli import output
+from tui.cli.output import Column, json_out, note, out
+from tui.formatting import plural
 
 if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
     from store.agents.agentstate import CheckpointInfo, ResetPreview
     from store.agents.capture import CaptureProgress, CaptureSummary, ExportResult, VerifyResult
     from store.mothx.sessiondir import SessionDir
@@ -43,6 +47,7 @@ if TYPE_CHECKING:
 AGENTS = ("claude-code", "codex")
 AGENT_TITLES = {"claude-code": "Claude Code", "codex": "Codex"}
 MIN_PREFIX = 4
+SHOWN_MATCHES = 8  # ids an "ambiguous prefix" error lists
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_REFUSED = 3
@@ -53,7 +58,7 @@ AddLocation = Callable[..., None]
 # ----------------------------------------------------------------------------------------------------- parsers
 
 
-def register(subparsers: argparse._SubParsersAction, add_location: AddLocation) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction, add_location: AddLocation) -> None:
     """Add ``capture``, ``checkpoints``, ``checkpoint`` and ``export-repaired`` to the command line."""
     from tui.cli.core import _Parser as parser_class  # one-line errors, exit status 2
 
@@ -125,24 +130,20 @@ def _mode(args: argparse.Namespace, default: OpenMode) -> OpenMode:
     return cli._mode(args, default=default)  # noqa: SLF001 - one rule for --read-only / --snapshot
 
 
-def _note(message: str) -> None:
-    print(f"sessionscope: note: {' '.join(message.split())}", file=sys.stderr)
-
-
-def _target_dir(args: argparse.Namespace) -> Path:
-    """The directory named by --demo / --dir, else the default one (it may not exist yet)."""
-    from store.paths import default_session_dir, resolve_session_dir
+def _target_dir(args: argparse.Namespace, *, write: bool) -> Path:
+    """The directory (or database file) named by --demo / --dir, else the default one (it may not exist yet).
+    A --dir path that does not exist is a bad argument (exit 2) unless the command writes (a capture)."""
+    from store.paths import default_session_dir
     from tui.cli import core as cli
 
     if getattr(args, "demo", False):
-        if getattr(args, "dir", None):
+        if getattr(args, "dir", None) is not None:
             raise cli.UsageError("give either --dir or --demo, not both")
         from store.demo.build import ensure_demo
 
         return ensure_demo()
-    if getattr(args, "dir", None):
-        return resolve_session_dir(args.dir)
-    return default_session_dir()
+    named = cli.named_location(args, may_create=write)
+    return named if named is not None else default_session_dir()
 
 
 @contextmanager
@@ -152,13 +153,14 @@ def open_dir(args: argparse.Namespace, *, write: bool) -> Iterator[SessionDir]:
     ``write``: read-write unless --read-only / --snapshot; a missing ``sessions.db`` is created when the folder
     is new or empty, or is the default one (a first capture is how a new user starts). Otherwise read-only.
     """
-    from store.paths import default_session_dir, sessions_db_path
     from store.mothx.sessiondir import open_session_dir
+    from store.paths import default_session_dir, sessions_db_path
+    from tui.cli import core as cli
 
-    root = _target_dir(args)
+    root = _target_dir(args, write=write)
     mode = _mode(args, OpenMode.READ_WRITE if write else OpenMode.READ_ONLY)
     create = False
-    if not sessions_db_path(root).is_file():
+    if (root.is_dir() or not root.exists()) and not sessions_db_path(root).is_file():
         if write and mode.is_read:
             raise ReadOnlyStore(f"Refused: the session directory is open {mode.value} (read-only).")
         fresh = not root.exists() or (root.is_dir() and not any(root.iterdir()))
@@ -167,11 +169,12 @@ def open_dir(args: argparse.Namespace, *, write: bool) -> Iterator[SessionDir]:
         root.mkdir(parents=True, exist_ok=True)
         create = True
     sd = open_session_dir(root, mode, create=create)
+    cli.check_opened(sd, root)
     try:
         if create:
-            _note(f"created a new session directory at {root}")
+            note(f"created a new session directory at {root}")
         for notice in sd.notices:
-            _note(notice)
+            note(notice)
         yield sd
     finally:
         sd.close()
@@ -191,9 +194,12 @@ def resolve_agent_session(sd: SessionDir, agent: str, text: str) -> CheckpointIn
         if len(found) == 1:
             return found[0]
         if len(found) > 1:
+            ids = [i.agent_session_id for i in found]
+            listed = ", ".join(ids[:SHOWN_MATCHES]) + (", …" if len(ids) > SHOWN_MATCHES else "")
             raise AmbiguousSessionId(
-                f"{len(found)} {agent} checkpoints start with {wanted!r}; give more characters of the id.")
-    raise SessionNotFound(f"No {agent} checkpoint has the session id {wanted!r}.")
+                f"ambiguous prefix {wanted}: matches {len(found)} {agent} checkpoints: {listed}")
+    hint = "" if len(wanted) >= MIN_PREFIX else f" (a prefix needs at least {MIN_PREFIX} characters)"
+    raise SessionNotFound(f"No {agent} checkpoint has the session id {wanted}{hint}.")
 
 
 # ------------------------------------------------------------------------------------------------- capture
@@ -206,8 +212,8 @@ class _ProgressBar:
         self.stream = stream
         self.enabled = stream.isatty()
         self.agent = agent
-        self._progress = None
-        self._task = None
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> _ProgressBar:
         if self.enabled:
@@ -221,13 +227,14 @@ class _ProgressBar:
             )
 
             self._progress = Progress(
-                TextColumn("[bold]capture {task.fields[agent]}[/]"),
+                TextColumn("capture {task.fields[agent]}", style="bold", markup=False),
                 BarColumn(),
-                TextColumn("{task.fields[files]} files"),
+                TextColumn("{task.fields[files]} files", markup=False),
                 DownloadColumn(),
                 TimeRemainingColumn(),
-                TextColumn("[dim]{task.fields[current]}[/]"),
-                console=Console(file=self.stream),
+                # the file being read is data: shown as plain, safe text (a name may hold "[/]" or ESC)
+                TextColumn("{task.fields[current]}", style="dim", markup=False),
+                console=Console(file=self.stream, markup=False, highlight=False, emoji=False),
                 transient=True,
             )
             self._progress.start()
@@ -237,7 +244,8 @@ class _ProgressBar:
     def __call__(self, p: CaptureProgress) -> None:
         if self._progress is None or self._task is None:
             return
-        current = p.current if len(p.current) <= 40 else "…" + p.current[-39:]
+        name = one_line(p.current)
+        current = name if len(name) <= 40 else "…" + name[-39:]
         self._progress.update(self._task, total=max(p.bytes_total, 1), completed=p.bytes_done,
                               files=f"{p.files_done:,}/{p.files_total:,}", current=current)
 
@@ -248,33 +256,36 @@ class _ProgressBar:
 
 def cmd_capture(args: argparse.Namespace) -> int:
     from store.agents import capture
+    from tui.cli import core as cli
 
     root = Path(os.path.abspath(Path(args.root).expanduser())) if args.root else None  # "a/../b" stored as "b"
-    if root is not None and not root.is_dir():
-        raise StoreError(f"{root} is not a folder.")
+    if root is not None and not root.is_dir():  # a bad argument: exit 2
+        raise cli.UsageError(f"ROOT {root}: no such folder" if not root.exists() else f"ROOT {root} is not a folder.")
     with open_dir(args, write=True) as sd:
         fn = capture.capture_claude_code if args.agent == "claude-code" else capture.capture_codex
         with _ProgressBar(args.agent, sys.stderr) as bar:
             summary = fn(sd, root, progress=bar)
         where = sd.root
     if args.json:
-        _write_json(summary.to_json())
+        json_out(summary.to_json())
         return EXIT_OK
-    print_capture_summary(summary, where, sys.stdout)
+    print_capture_summary(summary, where)
     return EXIT_OK
 
 
-def print_capture_summary(summary: CaptureSummary, where: Path, out: TextIO) -> None:
+def print_capture_summary(summary: CaptureSummary, where: Path, stream: TextIO | None = None) -> None:
     from store.agents.capture import STATUS_DIVERGENT, STATUS_UNREADABLE, STATUSES
     from tui.formatting import tildify
 
-    title = AGENT_TITLES.get(summary.agent, summary.agent)
-    print(f"Captured {title} transcripts from {tildify(summary.root)} into {tildify(where)}:", file=out)
+    def say(line: str) -> None:
+        out(line, stream=stream)
+
+    title = one_line(AGENT_TITLES.get(summary.agent, summary.agent))
+    say(f"Captured {title} transcripts from {one_line(tildify(summary.root))} into {one_line(tildify(where))}:")
     counts = summary.counts
     records = sum(s.records for s in summary.sessions)
-    print("  " + " · ".join(f"{status} {counts[status]:,}" for status in STATUSES)
-          + f"   ({plural(summary.files, 'file')}, {plural(records, 'record')}, "
-            f"{summary.records_written:,} written)", file=out)
+    say("  " + " · ".join(f"{status} {counts[status]:,}" for status in STATUSES)
+        + f"   ({plural(summary.files, 'file')}, {plural(records, 'record')}, {summary.records_written:,} written)")
     for status, heading, hint in (
         (STATUS_DIVERGENT, "Divergent (nothing was written; publish a reset to capture afresh):",
          "sessionscope checkpoint reset {agent} {sid}"),
@@ -283,16 +294,16 @@ def print_capture_summary(summary: CaptureSummary, where: Path, out: TextIO) -> 
         listed = [s for s in summary.sessions if s.status == status]
         if not listed:
             continue
-        print(heading, file=out)
+        say(heading)
         for s in listed:
-            who = s.agent_session_id or "(no session id)"
-            reason = " ".join((s.detail or "no reason was given.").split())
-            print(f"  {who}  {reason}", file=out)
+            who = one_line(s.agent_session_id) or "(no session id)"
+            reason = one_line(s.detail or "no reason was given.")
+            say(f"  {who}  {reason}")
             if hint and s.agent_session_id:
-                print(f"    → {hint.format(agent=s.agent, sid=s.agent_session_id)}", file=out)
+                say(f"    → {hint.format(agent=one_line(s.agent), sid=one_line(s.agent_session_id))}")
     pending = [s for s in summary.sessions if s.pending_lines]
     if pending:
-        print(f"{plural(len(pending), 'session')} end in an incomplete line, left for the next capture.", file=out)
+        say(f"{plural(len(pending), 'session')} end in an incomplete line, left for the next capture.")
 
 
 # ---------------------------------------------------------------------------------------------- checkpoints
@@ -323,40 +334,33 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
     with open_dir(args, write=False) as sd:
         infos = list_checkpoints(sd, args.agent)
     if args.json:
-        _write_json([checkpoint_json(i) for i in infos])
+        json_out([checkpoint_json(i) for i in infos])
         return EXIT_OK
-    out = sys.stdout
     if not infos:
-        print("No checkpoints. Capture some with `sessionscope capture claude-code` or `capture codex`.", file=out)
+        out("No checkpoints. Capture some with `sessionscope capture claude-code` or `capture codex`.")
         return EXIT_OK
-    _print_checkpoints(infos, out)
+    print_checkpoints(infos)
     return EXIT_OK
 
 
-def _print_checkpoints(infos: list[CheckpointInfo], out: TextIO) -> None:
+CHECKPOINT_COLUMNS = (Column("AGENT"), Column("SESSION ID"), Column("HEAD"), Column("FILES", right=True),
+                      Column("RECORDS", right=True), Column("CAPTURED"), Column("CWD", cut=True))
+
+
+def print_checkpoints(infos: list[CheckpointInfo]) -> None:
     from tui.cli import core as cli
 
-    header = ("AGENT", "SESSION ID", "HEAD", "FILES", "RECORDS", "CAPTURED", "CWD")
     cells = []
     for i in infos:
         state = i.state
         head = (i.head.kind if i.head else "none") + (" (!)" if i.head_problem else "")
         cells.append((i.agent_id, i.agent_session_id, head, str(state.file_count) if state else "-",
                       str(state.record_count) if state else "-", cli.when(i.updated_at),
-                      cli._tilde(state.cwd) if state else "-"))  # noqa: SLF001
-    widths = [max(len(header[c]), *(len(row[c]) for row in cells)) for c in range(6)]
-    right = {3, 4}
-
-    def line(values: tuple[str, ...]) -> str:
-        parts = [(v.rjust(widths[c]) if c in right else v.ljust(widths[c])) for c, v in enumerate(values[:6])]
-        return ("  ".join(parts) + "  " + values[6]).rstrip()
-
-    print(line(header), file=out)
-    for row in cells:
-        print(line(row), file=out)
-    problems = [i for i in infos if i.head_problem]
-    for i in problems:
-        print(f"(!) {i.agent_id} {i.agent_session_id}: {' '.join(i.head_problem.split())}", file=out)
+                      (cli.tilde(state.cwd) or "-") if state else "-"))
+    output.table(CHECKPOINT_COLUMNS, cells)
+    for i in infos:
+        if i.head_problem:
+            out(f"(!) {one_line(i.agent_id)} {one_line(i.agent_session_id)}: {one_line(i.head_problem)}")
 
 
 def verify_json(result: VerifyResult) -> dict[str, object]:
@@ -385,18 +389,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
         info = resolve_agent_session(sd, args.agent, args.session_id)
         result = verify(sd, info.agent_id, info.agent_session_id)
     if args.json:
-        _write_json(verify_json(result))
+        json_out(verify_json(result))
     else:
-        out = sys.stdout
-        print(f"{STATUS_WORDS.get(result.status, result.status)}: {result.agent} {result.agent_session_id}", file=out)
+        word = STATUS_WORDS.get(result.status, result.status)
+        out(f"{one_line(word)}: {one_line(result.agent)} {one_line(result.agent_session_id)}")
         for f in result.files:
             on_disk = "missing" if f.disk_records < 0 else f"{f.disk_records:,} on disk"
-            print(f"  {f.status:<10} {f.path}  ({f.stored_records:,} stored, {on_disk}; digest {f.stored_digest[:12]}…)",
-                  file=out)
+            out(f"  {one_line(f.status):<10} {one_line(f.path)}  ({f.stored_records:,} stored, {on_disk}; "
+                f"digest {one_line(f.stored_digest[:12])}…)")
         for detail in result.details:
-            print(f"  {' '.join(detail.split())}", file=out)
+            out(f"  {one_line(detail)}")
         if result.status == VERIFIED and result.new_records:
-            print(f"  Capture again to store the {plural(result.new_records, 'new record')}.", file=out)
+            out(f"  Capture again to store the {plural(result.new_records, 'new record')}.")
     return EXIT_OK if result.status == VERIFIED else EXIT_FAILED
 
 
@@ -411,11 +415,11 @@ def _confirm(question: str) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-def print_reset_preview(preview: ResetPreview, out: TextIO) -> None:
-    head = f"{preview.head.kind} (run {preview.head.run_id})" if preview.head else "none"
-    print(f"Reset {preview.agent_id} {preview.agent_session_id}", file=out)
-    print(f"  head now: {head}", file=out)
-    print(f"  {' '.join(preview.summary.split())}", file=out)
+def print_reset_preview(preview: ResetPreview, stream: TextIO | None = None) -> None:
+    head = f"{one_line(preview.head.kind)} (run {one_line(preview.head.run_id)})" if preview.head else "none"
+    out(f"Reset {one_line(preview.agent_id)} {one_line(preview.agent_session_id)}", stream=stream)
+    out(f"  head now: {head}", stream=stream)
+    out(f"  {one_line(preview.summary)}", stream=stream)
 
 
 def cmd_reset(args: argparse.Namespace) -> int:
@@ -424,20 +428,19 @@ def cmd_reset(args: argparse.Namespace) -> int:
     with open_dir(args, write=True) as sd:
         info = resolve_agent_session(sd, args.agent, args.session_id)
         preview = preview_reset(sd, info.agent_id, info.agent_session_id)
-        print_reset_preview(preview, sys.stdout)
+        print_reset_preview(preview)
         if not preview.allowed:
             if sd.mode.is_read:
                 raise ReadOnlyStore(f"Refused: the session directory is open {sd.mode.value} (read-only).")
-            raise RepairRefused(f"Refused: {' '.join(preview.summary.split())}")
+            raise RepairRefused(f"Refused: {preview.summary}")
         if args.dry_run:
-            print("Dry run: nothing was changed.", file=sys.stdout)
+            out("Dry run: nothing was changed.")
             return EXIT_OK
         sys.stdout.flush()
         if not args.yes and not _confirm("Publish this reset?"):
             raise RepairRefused("Refused: the reset was not confirmed; nothing was changed.")
         head = publish_reset(sd, info.agent_id, info.agent_session_id)
-    print(f"Published a reset head (run {head.run_id}). The next capture stores the files on disk afresh.",
-          file=sys.stdout)
+    out(f"Published a reset head (run {one_line(head.run_id)}). The next capture stores the files on disk afresh.")
     return EXIT_OK
 
 
@@ -458,28 +461,23 @@ def export_json(result: ExportResult) -> dict[str, object]:
 
 def cmd_export_repaired(args: argparse.Namespace) -> int:
     from store.agents.capture import export_repaired_copy
+    from tui.cli import core as cli
 
     src: Path = args.path.expanduser()
+    if not src.exists():
+        raise cli.UsageError(f"{src}: no such file")  # a bad argument: exit 2
     if not src.is_file():
-        raise StoreError(f"{src} is not a file.")
+        raise cli.UsageError(f"{src} is not a file.")
     result = export_repaired_copy(src, args.out.expanduser())
     if args.json:
-        _write_json(export_json(result))
+        json_out(export_json(result))
         return EXIT_OK
-    out = sys.stdout
-    title = AGENT_TITLES.get(result.agent, result.agent)
-    print(f"Wrote {result.out_path}: a repaired copy of the {title} transcript {result.source} "
-          f"({result.lines_in:,} lines in, {result.lines_out:,} out).", file=out)
+    title = one_line(AGENT_TITLES.get(result.agent, result.agent))
+    out(f"Wrote {one_line(result.out_path)}: a repaired copy of the {title} transcript {one_line(result.source)} "
+        f"({result.lines_in:,} lines in, {result.lines_out:,} out).")
     if not result.closed:
-        print("  No call was interrupted: the copy equals the original.", file=out)
+        out("  No call was interrupted: the copy equals the original.")
     for c in result.closed:
-        print(f"  closed {c.name or 'a call'} {c.call_id} (line {c.line}) with an 'interrupted' result at line "
-              f"{c.inserted_at}", file=out)
+        out(f"  closed {one_line(c.name) or 'a call'} {one_line(c.call_id)} (line {c.line}) with an 'interrupted' "
+            f"result at line {c.inserted_at}")
     return EXIT_OK
-
-
-# --------------------------------------------------------------------------------------------------- output
-
-
-def _write_json(value: object) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")

@@ -7,8 +7,17 @@
 
 Textual is imported only on the branch that opens the UI, so ``list`` and ``show`` start fast. ``list`` and
 ``show`` open the directory read-only unless ``--snapshot`` is given (the reference's listing is read-only).
-Exit status: 0 success, 2 bad arguments or an unknown / ambiguous session, 3 a refused repair (read-only,
-fence, lease held by someone else), 1 any other failure, 130 on Ctrl-C. Failures print one line on stderr, never a traceback.
+
+``--dir PATH`` names a session folder, its ``sessions.db``, or any other database file (opened as it is, never
+the ``sessions.db`` beside it); ``--dir ''`` and a path that does not exist are bad arguments. An argument
+that is not valid UTF-8 is refused before anything is opened, naming the argument.
+
+Everything printed goes through :mod:`tui.cli.output`: data is made safe (:mod:`store.safetext`), JSON has no
+raw control, bidi or surrogate character, tables are Rich tables of plain cells.
+
+Exit status: 0 success, 2 bad arguments or an unknown / ambiguous session (or run, turn, checkpoint), 3 a
+refused repair (read-only, fence, lease held by someone else), 1 any other failure, 130 on Ctrl-C. Failures
+print one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -17,19 +26,22 @@ import argparse
 import importlib
 import json
 import os
-import shutil
 import sqlite3
 import sys
-from collections.abc import Sequence
-from datetime import datetime, timezone
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
-from store.mothx.db import OpenMode
+from store import times
 from store.errors import AmbiguousSessionId, LeaseBusy, ReadOnlyStore, RepairRefused, SessionNotFound, StoreError
-from store.paths import default_session_dir, resolve_session_dir, sessions_db_path
+from store.mothx.db import OpenMode
+from store.paths import SESSIONS_DB, default_session_dir, sessions_db_path
+from store.safetext import one_line, safe
+from tui.cli import output
+from tui.cli.output import Column, err, json_out, note, out, out_text
 
 if TYPE_CHECKING:
+    from store.mothx.entries import EntryRow
     from store.mothx.sessiondir import SessionDir
     from store.mothx.sessions import SessionSummary
 
@@ -52,7 +64,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports errors as one line and exit status 2 (through :class:`SystemExit`)."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{PROG}: {message} (see `{PROG} --help`)\n")
+        # The message may quote an argument: it is printed as one safe line.
+        self.exit(2, f"{PROG}: {one_line(message)} (see `{PROG} --help`)\n")
 
 
 def _add_location(parser: argparse.ArgumentParser, *, nested: bool) -> None:
@@ -136,24 +149,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 2
     try:
+        _require_utf8(args, parser)
         return _dispatch(args)
     except UsageError as exc:
-        _fail(f"{exc}")
+        err(exc)
         return 2
     except (SessionNotFound, AmbiguousSessionId) as exc:
-        _fail(str(exc))
+        err(exc)
         return 2
     except (RepairRefused, ReadOnlyStore, LeaseBusy) as exc:
-        _fail(str(exc))
+        err(exc)
         return EXIT_REFUSED
     except StoreError as exc:
-        _fail(str(exc))
+        err(exc)
         return 1
     except sqlite3.Error as exc:
-        _fail(f"SQLite error: {exc}.")
+        err(f"SQLite error: {exc}.")
         return 1
     except KeyboardInterrupt:
-        _fail("interrupted.")
+        err("interrupted.")
         return 130
     except BrokenPipeError:
         # The reader went away (`sessionscope list | head`): stop quietly.
@@ -163,13 +177,99 @@ def main(argv: Sequence[str] | None = None) -> int:
             pass
         return 0
     except OSError as exc:
-        where = f" ({exc.filename})" if exc.filename else ""
-        _fail(f"{exc.strerror or exc}{where}.")
+        where = f" ({os.fsdecode(exc.filename)})" if exc.filename else ""
+        err(f"{exc.strerror or exc}{where}.")
+        return 1
+    except Exception as exc:  # noqa: BLE001 - errors are one line on stderr, never a traceback
+        err(f"unexpected error ({type(exc).__name__}): {exc}")
         return 1
 
 
-def _fail(message: str) -> None:
-    print(f"{PROG}: {' '.join(message.split())}", file=sys.stderr)
+# ----------------------------------------------------------------------------------------------------------
+# Arguments
+
+
+def _labels(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """How the help names each argument's destination: ``--dir``, ``SESSION_ID``, ``CALL_ID`` …"""
+    found: dict[str, str] = {}
+    pending = [parser]
+    while pending:
+        current = pending.pop(0)
+        for action in current._actions:  # noqa: SLF001 - argparse keeps its actions here
+            if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+                pending.extend(action.choices.values())
+                continue
+            if action.option_strings:
+                label = max(action.option_strings, key=len)
+            else:
+                label = str(action.metavar or action.dest.upper())
+            found.setdefault(action.dest, label)
+    return found
+
+
+def _undecodable(value: object) -> bool:
+    """True when ``value`` (an argument) holds bytes that are not UTF-8 (Python keeps them as surrogates)."""
+    if isinstance(value, (list, tuple)):
+        return any(_undecodable(v) for v in value)
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    return isinstance(value, str) and any("\ud800" <= ch <= "\udfff" for ch in value)
+
+
+def _require_utf8(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Refuse (exit 2) an argument that is not valid UTF-8, naming it: no store call ever sees one."""
+    labels: dict[str, str] | None = None
+    for dest, value in vars(args).items():
+        if _undecodable(value):
+            labels = labels if labels is not None else _labels(parser)
+            raise UsageError(f"{labels.get(dest, dest)} is not valid UTF-8: {safe(_as_text(value))}")
+
+
+def _as_text(value: object) -> str:
+    if isinstance(value, (list, tuple)):
+        return " ".join(_as_text(v) for v in value)
+    return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
+
+
+def named_location(args: argparse.Namespace, *, may_create: bool = False) -> Path | None:
+    """The path ``--dir`` names, ``None`` without ``--dir``: a folder, or a database file opened as it is.
+
+    ``--dir ''`` and a path that does not exist are bad arguments (exit 2), unless ``may_create`` (a capture
+    creates a new session directory). A file named ``sessions.db`` is its folder (the same directory); any
+    other file is passed through, so exactly that file is opened.
+    """
+    text = getattr(args, "dir", None)
+    if text is None:
+        return None
+    if not str(text).strip():
+        raise UsageError("--dir needs a path")
+    path = Path(os.path.normpath(Path(text).expanduser().absolute()))
+    if not path.exists():
+        if may_create:
+            return path
+        raise UsageError(f"--dir {text}: no such file or folder")
+    if not path.is_dir() and path.name == SESSIONS_DB:
+        return path.parent
+    return path
+
+
+def check_opened(sd: SessionDir, named: Path) -> None:
+    """Refuse to go on when the store opened another file than the database file the user named."""
+    if named.is_dir():
+        return
+    opened = sd.db_path
+    try:
+        same = opened.exists() and os.path.samefile(opened, named)
+    except OSError:
+        same = False
+    if not same:
+        sd.close()
+        raise StoreError(f"--dir {named} names a database file, but {opened} was opened instead; nothing was "
+                         "read from it.")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Opening
 
 
 def _dispatch(args: argparse.Namespace) -> int:
@@ -198,34 +298,39 @@ def _mode(args: argparse.Namespace, *, default: OpenMode) -> OpenMode:
 
 
 def _session_dir(args: argparse.Namespace) -> Path | None:
-    """The directory the command names: --demo, --dir, else the default one (None when it has no database)."""
+    """The directory (or database file) the command names: --demo, --dir, else the default one (None when it
+    has no database)."""
     if getattr(args, "demo", False):
-        if getattr(args, "dir", None):
+        if getattr(args, "dir", None) is not None:
             raise UsageError("give either --dir or --demo, not both")
         from store.demo.build import ensure_demo
 
         return ensure_demo()
-    if getattr(args, "dir", None):
-        root = resolve_session_dir(args.dir)
-        if not sessions_db_path(root).is_file():
-            raise StoreError(f"There is no sessions.db in {root}.")
-        return root
+    named = named_location(args)
+    if named is not None:
+        if named.is_dir() and not sessions_db_path(named).is_file():
+            raise StoreError(f"There is no sessions.db in {named}.")
+        return named
     root = default_session_dir()
     return root if sessions_db_path(root).is_file() else None
 
 
-def _open(args: argparse.Namespace) -> SessionDir:
+def open_location(args: argparse.Namespace, mode: OpenMode) -> SessionDir:
+    """Open what the command names in ``mode``, print the store's notices, and return it."""
     from store.mothx.sessiondir import open_session_dir
 
     root = _session_dir(args)
     if root is None:
-        raise StoreError(
-            f"no session directory at {default_session_dir()}; pass --dir or run `{PROG} --demo`"
-        )
-    sd = open_session_dir(root, _mode(args, default=OpenMode.READ_ONLY))
+        raise StoreError(f"no session directory at {default_session_dir()}; pass --dir or run `{PROG} --demo`")
+    sd = open_session_dir(root, mode)
+    check_opened(sd, root)
     for notice in sd.notices:  # e.g. an older or newer schema: shown as far as it goes
-        print(f"{PROG}: note: {' '.join(notice.split())}", file=sys.stderr)
+        note(notice)
     return sd
+
+
+def _open(args: argparse.Namespace) -> SessionDir:
+    return open_location(args, _mode(args, default=OpenMode.READ_ONLY))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -253,7 +358,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         path = build_demo(target or default_demo_dir(), force=True)
     else:
         path = ensure_demo(target)
-    print(path)
+    out(path)
     return 0
 
 
@@ -274,17 +379,15 @@ def _cmd_list(args: argparse.Namespace) -> int:
         limit = args.limit if args.limit else 1 << 62
         page = list_sessions(sd, flt, SortKey(args.sort), descending, offset=args.offset, limit=limit)
     if args.json:
-        _write_json([s.to_json() for s in page.rows])
+        json_out([s.to_json() for s in page.rows])
         return 0
-    out = sys.stdout
     if not page.rows:
-        print("No sessions match." if page.total == 0 else f"No sessions past row {args.offset}.", file=out)
+        out("No sessions match." if page.total == 0 else f"No sessions past row {args.offset}.")
         return 0
-    _print_table(page.rows, out)
+    print_sessions(page.rows)
     shown = args.offset + len(page.rows)
     if page.has_more:
-        print(f"… {page.total - shown:,} more of {page.total:,} (--limit N, --offset N or --limit 0 for all)",
-              file=out)
+        out(f"… {page.total - shown:,} more of {page.total:,} (--limit N, --offset N or --limit 0 for all)")
     return 0
 
 
@@ -303,25 +406,26 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
             rows = load_rows(sd, summary.id)
             if args.format == "json":
-                _write_json({
+                json_out({
                     "session": summary.to_json(),
                     "rows": [{"seq": r.seq, "id": r.id, "type": r.type, "parent_id": r.parent_id,
                               "timestamp": r.timestamp, "parse_error": r.parse_error} for r in rows],
                 })
             else:
-                _print_raw_markdown(summary, rows)
+                for line in raw_markdown(summary, rows):
+                    out(line)
             return 0
         if args.format == "json":
             from store.mothx.entries import export_json
 
             doc = json.loads(export_json(sd, summary.id))
-            _write_json({"session": summary.to_json(), "messages": doc.get("messages", []),
-                         "compactions": doc.get("compactions", []), "corrupt_rows": doc.get("corrupt_rows", 0)})
+            json_out({"session": summary.to_json(), "messages": doc.get("messages", []),
+                      "compactions": doc.get("compactions", []), "corrupt_rows": doc.get("corrupt_rows", 0)})
             return 0
         from store.mothx.entries import export_markdown
 
         text = export_markdown(sd, summary.id)
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    out_text(text)  # made safe here too (safe() is idempotent): the transcript is data
     return 0
 
 
@@ -329,90 +433,45 @@ def _cmd_show(args: argparse.Namespace) -> int:
 # Output
 
 
-def _write_json(value: object) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
-
-
-def _one_line(text: str) -> str:
-    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
-
-
-def _tilde(path: str) -> str:
-    home = str(Path.home())
-    if path == home:
-        return "~"
-    if home not in ("", "/") and path.startswith(home + os.sep):
-        return "~" + path[len(home):]
-    return path
-
-
 def when(stamp: str) -> str:
-    """An RFC 3339 time as local ``YYYY-MM-DD HH:MM`` (the text itself when it does not parse)."""
-    text = stamp.strip()
-    if not text:
-        return "-"
-    try:
-        head, _, rest = text.partition(".")
-        if rest:  # trim the fraction to microseconds, keep the zone
-            digits = len(rest) - len(rest.lstrip("0123456789"))
-            text = f"{head}.{rest[:min(digits, 6)]}{rest[digits:]}" if digits else head + rest
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
-        return moment.astimezone().strftime("%Y-%m-%d %H:%M")
-    except ValueError:
-        return _one_line(stamp)[:16]
+    """An RFC 3339 time as ``YYYY-MM-DD HH:MM`` in UTC (``-`` when unset; the text itself when it does not
+    parse), as the app shows it."""
+    return times.show(stamp, times.MINUTES, unset="-")
 
 
-def _print_table(rows: list[SessionSummary], out: TextIO) -> None:
-    header = ("SESSION ID", "LAST USED", "MSGS", "WORKDIR", "TITLE")
-    cells = [
-        (s.id, when(s.last_active_at), str(s.message_count), _one_line(_tilde(s.cwd)) or "-",
-         _one_line(s.title or s.preview) or "(untitled)")
+def tilde(path: str) -> str:
+    from tui.formatting import tildify
+
+    return tildify(path)
+
+
+SESSION_COLUMNS = (Column("SESSION ID"), Column("LAST USED"), Column("MSGS", right=True),
+                   Column("WORKDIR", cut=True), Column("TITLE", cut=True))
+
+
+def print_sessions(rows: Sequence[SessionSummary]) -> None:
+    output.table(SESSION_COLUMNS, [
+        (s.id, when(s.last_active_at), str(s.message_count), one_line(tilde(s.cwd)) or "-",
+         one_line(s.title or s.preview) or "(untitled)")
         for s in rows
-    ]
-    widths = [max(len(header[i]), *(len(c[i]) for c in cells)) for i in range(4)]
-    if out.isatty():
-        width = shutil.get_terminal_size((120, 24)).columns
-        room = width - sum(widths) - 2 * 4
-        if room < 20 and widths[3] > 24:  # give the title room by shortening long work dirs
-            widths[3] = max(24, widths[3] - (20 - room))
-        room = max(10, width - sum(widths) - 2 * 4)
-        cells = [(a, b, c, _cut(d, widths[3]), _cut(e, room)) for a, b, c, d, e in cells]
-
-    def line(values: tuple[str, ...]) -> str:
-        sid, used, msgs, wd, title = values
-        return (f"{sid:<{widths[0]}}  {used:<{widths[1]}}  {msgs:>{widths[2]}}  {wd:<{widths[3]}}  {title}").rstrip()
-
-    print(line(header), file=out)
-    for c in cells:
-        print(line(c), file=out)
+    ])
 
 
-def _cut(text: str, width: int) -> str:
-    """``text`` in at most ``width`` characters: paths lose their start, other text its end."""
-    if len(text) <= width:
-        return text
-    if text.startswith(("/", "~")):
-        return "…" + text[-(width - 1):]
-    return text[: width - 1] + "…"
-
-
-def _print_raw_markdown(summary: SessionSummary, rows: list) -> None:
-    out = sys.stdout
-    print(f"# Raw entries of {summary.id}", file=out)
-    print("", file=out)
-    print(f"{len(rows)} rows; {sum(1 for r in rows if r.parse_error)} do not parse.", file=out)
-    print("", file=out)
-    print("| seq | id | type | parent | timestamp | problem |", file=out)
-    print("|---:|---|---|---|---|---|", file=out)
+def raw_markdown(summary: SessionSummary, rows: Sequence[EntryRow]) -> Iterator[str]:
+    """``show --raw`` as Markdown lines: one table row per entry row, every cell one safe line."""
 
     def cell(text: object) -> str:
-        return _one_line("" if text is None else str(text)).replace("|", "\\|")
+        return one_line(text).replace("|", "\\|")
 
+    yield f"# Raw entries of {cell(summary.id)}"
+    yield ""
+    yield f"{len(rows)} rows; {sum(1 for r in rows if r.parse_error)} do not parse."
+    yield ""
+    yield "| seq | id | type | parent | timestamp | problem |"
+    yield "|---:|---|---|---|---|---|"
     for r in rows:
-        print(f"| {r.seq} | {cell(r.id)} | {cell(r.type)} | {cell(r.parent_id) or '-'} | {cell(r.timestamp)} | "
-              f"{cell(r.parse_error) or ''} |", file=out)
+        yield (f"| {r.seq} | {cell(r.id)} | {cell(r.type)} | {cell(r.parent_id) or '-'} | {cell(r.timestamp)} | "
+               f"{cell(r.parse_error)} |")
 
 
 if __name__ == "__main__":

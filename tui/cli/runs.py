@@ -16,21 +16,24 @@
 Exit status: 0 applied (or previewed with ``--dry-run``); 3 refused — a live lease held by another process (the
 reason names the holder), the facts changed, the run is no longer active, not confirmed, or a read mode
 (``--read-only`` / ``--snapshot``: every repair is refused with "read-only"; ``--dry-run`` still prints the
-preview); 2 an unknown session or run; 1 any other failure (e.g. a recovery that began but failed: its record
+preview); 2 an unknown session, run or turn (a turn is known by its conversation turn row or its interrupted
+tool execution records); 1 any other failure (e.g. a recovery that began but failed: its record
 says when to retry).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
-from store.mothx.db import OpenMode
+from store import times
 from store.errors import ReadOnlyStore, RepairRefused, SessionNotFound, StoreError
+from store.mothx.db import OpenMode
+from tui.cli import output
+from tui.cli.output import Column, json_out, out
 
 if TYPE_CHECKING:
     from store.mothx.leases import LeaseSnapshot
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
 DEFAULT_RECENT = 20
 
 
-def register(sub: argparse._SubParsersAction, add_location: Callable[..., None]) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction, add_location: Callable[..., None]) -> None:
     runs = sub.add_parser(
         "runs", help="list active and recent runs with their leases and recovery records",
         description="List active runs (every one) and the newest recent runs: status, derived execution state, "
@@ -128,40 +131,14 @@ def _open(args: argparse.Namespace, default: OpenMode) -> SessionDir:
 
 
 def _open_mode(args: argparse.Namespace, mode: OpenMode) -> SessionDir:
-    from store.mothx.sessiondir import open_session_dir
     from tui.cli import core as cli
 
-    root = cli._session_dir(args)
-    if root is None:
-        from store.paths import default_session_dir
-
-        raise StoreError(f"no session directory at {default_session_dir()}; pass --dir or run `{cli.PROG} --demo`")
-    sd = open_session_dir(root, mode)
-    for notice in sd.notices:
-        print(f"{cli.PROG}: note: {' '.join(notice.split())}", file=sys.stderr)
-    return sd
+    return cli.open_location(args, mode)
 
 
 # --- runs -----------------------------------------------------------------------------------------------------
 
 
-def duration(seconds: int) -> str:
-    s = abs(int(seconds))
-    for unit, size in (("y", 365 * 86400), ("d", 86400), ("h", 3600), ("min", 60)):
-        if s >= size:
-            return f"{s // size:,} {unit}"
-    return f"{s} s"
-
-
-def _utc(seconds: int | None) -> str:
-    if seconds is None:
-        return ""
-    from datetime import datetime, timezone
-
-    try:
-        return datetime.fromtimestamp(int(seconds), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    except (OverflowError, OSError, ValueError):
-        return str(seconds)
 
 
 def lease_json(lease: LeaseSnapshot | None) -> dict[str, object] | None:
@@ -171,7 +148,7 @@ def lease_json(lease: LeaseSnapshot | None) -> dict[str, object] | None:
         "owner_instance_id": lease.owner_instance_id, "owner_pid": lease.owner_pid, "owner_kind": lease.owner_kind,
         "purpose": lease.purpose, "epoch": lease.epoch, "run_id": lease.run_id, "state": lease.state,
         "acquired_at": lease.acquired_at, "heartbeat_at": lease.heartbeat_at, "expires_at": lease.expires_at,
-        "expires_at_utc": _utc(lease.expires_at), "seconds_left": lease.expires_at - lease.now,
+        "expires_at_utc": times.from_unix(lease.expires_at), "seconds_left": lease.expires_at - lease.now,
         "valid": lease.valid,
     }
 
@@ -250,17 +227,21 @@ def cmd_runs(args: argparse.Namespace) -> int:
             del recent[args.limit:]
     rows = [*active, *recent]
     if args.json:
-        sys.stdout.write(json.dumps([run_json(ls) for ls in rows], indent=2, ensure_ascii=False) + "\n")
+        json_out([run_json(ls) for ls in rows])
         return 0
-    _print_runs(rows, sys.stdout, orphaned=args.orphaned)
+    print_runs(rows, orphaned=args.orphaned)
     return 0
 
 
-def _print_runs(rows: list[RunListing], out: TextIO, *, orphaned: bool) -> None:
+RUN_COLUMNS = (Column("RUN ID"), Column("SESSION"), Column("STATUS"), Column("STATE"), Column("HOLDER", cut=True),
+               Column("PID", right=True), Column("PURPOSE"), Column("EPOCH", right=True), Column("LEASE"),
+               Column("RECOVERY", cut=True))
+
+
+def print_runs(rows: list[RunListing], *, orphaned: bool) -> None:
     if not rows:
-        print("No orphaned runs." if orphaned else "No runs.", file=out)
+        out("No orphaned runs." if orphaned else "No runs.")
         return
-    header = ("RUN ID", "SESSION", "STATUS", "STATE", "HOLDER", "PID", "PURPOSE", "EPOCH", "LEASE", "RECOVERY")
     now = int(time.time())
     cells = []
     for ls in rows:
@@ -272,27 +253,19 @@ def _print_runs(rows: list[RunListing], out: TextIO, *, orphaned: bool) -> None:
                 lease_text = "released"
             else:
                 left = lease.expires_at - lease.now
-                lease_text = (f"expires in {duration(left)}" if left > 0 else f"expired {duration(-left)} ago")
+                lease_text = (f"expires in {times.duration(left)}" if left > 0 else f"expired {times.duration(-left)} ago")
         rec = ls.recovery
         rec_text = ""
         if rec is not None:
             rec_text = f"{rec.state} #{rec.attempt}"
             if rec.state == "failed" and rec.next_retry_at is not None:
-                rec_text += f", retry {'due' if rec.next_retry_at <= now else 'at ' + _utc(rec.next_retry_at)}"
+                rec_text += f", retry {'due' if rec.next_retry_at <= now else 'at ' + times.from_unix(rec.next_retry_at)}"
         cells.append((
             run.id, run.session_id, run.status, ls.execution.state if ls.execution else "-",
             lease.owner_instance_id if lease else "-", str(lease.owner_pid) if lease else "-",
             lease.purpose if lease else "-", str(lease.epoch) if lease else "-", lease_text or "-", rec_text or "-",
         ))
-    widths = [max(len(header[i]), *(len(c[i]) for c in cells)) for i in range(len(header) - 1)]
-
-    def line(values: tuple[str, ...]) -> str:
-        parts = [f"{v:<{widths[i]}}" for i, v in enumerate(values[:-1])]
-        return ("  ".join(parts) + "  " + values[-1]).rstrip()
-
-    print(line(header), file=out)
-    for c in cells:
-        print(line(c), file=out)
+    output.table(RUN_COLUMNS, cells)
 
 
 # --- repairs --------------------------------------------------------------------------------------------------
@@ -306,15 +279,29 @@ def _make(sd: SessionDir, args: argparse.Namespace) -> Repair:
         from store.mothx.runs import get_run
 
         if get_run(sd, args.run_id) is None:  # an unknown id exits 2, like an unknown session
-            raise SessionNotFound(f"No run has the id '{args.run_id}'.")
+            raise SessionNotFound(f"no run has the id {args.run_id}.")
         return make_repair(sd, "recover-run", run_id=args.run_id, user_stop=bool(args.user_stop))
     from store.mothx.sessions import resolve_session_id
 
     session_id = resolve_session_id(sd, args.session_id)
     if kind == "release-lease":
         return make_repair(sd, "release-lease", session_id=session_id)
+    if not turn_known(sd, session_id, args.turn_id):  # an unknown turn exits 2, before any record is looked for
+        raise SessionNotFound(f"no turn {args.turn_id} in session {session_id} (no conversation turn and no "
+                              "interrupted tool execution record has that id).")
     return make_repair(sd, "abandon-tools", session_id=session_id, turn_id=args.turn_id,
                        call_ids=tuple(args.call_ids) or None)
+
+
+def turn_known(sd: SessionDir, session_id: str, turn_id: str) -> bool:
+    """True when ``turn_id`` is a conversation turn of the session or names one of its interrupted tool
+    execution records (``local_turn_id``; the records abandon-tools changes)."""
+    from store.mothx.recovery import list_interrupted_tools
+    from store.mothx.runs import list_turns
+
+    if any(t.id == turn_id for t in list_turns(sd, session_id)):
+        return True
+    return bool(list_interrupted_tools(sd, session_id, turn_id).records)
 
 
 def ask(prompt: str, stdin: TextIO, stderr: TextIO) -> bool | None:
@@ -337,7 +324,6 @@ def ask(prompt: str, stdin: TextIO, stderr: TextIO) -> bool | None:
 def cmd_repair(args: argparse.Namespace) -> int:
     from tui.cli import core as cli
 
-    out = sys.stdout
     asked = cli._mode(args, default=OpenMode.READ_WRITE)
     # A dry run only reads: it opens the directory read-only, so not one byte (nor a -wal/-shm) changes.
     mode = OpenMode.READ_ONLY if args.dry_run and not asked.is_read else asked
@@ -346,7 +332,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
         if asked.is_read and not args.dry_run:
             raise ReadOnlyStore(f"refused: read-only: {sd.read_only_reason}; repairs are disabled.")
         preview = repair.preview()
-        _print_preview(preview, args, out)
+        print_preview(preview, args)
         if asked.is_read:
             raise ReadOnlyStore(f"refused: read-only: {sd.read_only_reason}; this repair cannot be applied here.")
         if not sd.schema.writable:
@@ -355,7 +341,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
             raise RepairRefused(f"refused: {preview.refusal}")
         if args.dry_run:
             if not args.json:
-                print("Dry run: nothing was changed.", file=out)
+                out("Dry run: nothing was changed.")
             return 0
         if not args.yes:
             answer = ask("Apply this repair? [y/N] ", sys.stdin, sys.stderr)
@@ -371,22 +357,21 @@ def cmd_repair(args: argparse.Namespace) -> int:
         finally:
             uninstall_publisher()
     if args.json:
-        out.write(json.dumps({"preview": preview.to_json(), "applied": True, "result": result.to_json()},
-                             indent=2, ensure_ascii=False) + "\n")
+        json_out({"preview": preview.to_json(), "applied": True, "result": result.to_json()})
     else:
-        print(result.message, file=out)
+        out(result.message)
     return 0
 
 
-def _print_preview(preview: RepairPreview, args: argparse.Namespace, out: TextIO) -> None:
+def print_preview(preview: RepairPreview, args: argparse.Namespace) -> None:
+    """The preview on standard output (``--json``: as an object, when it is all that will be printed)."""
     if args.json:
         if args.dry_run or preview.refusal:
-            out.write(json.dumps({"preview": preview.to_json(), "applied": False}, indent=2, ensure_ascii=False)
-                      + "\n")
+            json_out({"preview": preview.to_json(), "applied": False})
         return
     for line in preview.lines():
-        print(line, file=out)
-    out.flush()
+        out(line)  # each line made safe: a note or a key may quote data (a tool name, a lease holder)
+    sys.stdout.flush()
 
 
 __all__ = ["register", "cmd_runs", "cmd_repair", "run_json", "ask"]
