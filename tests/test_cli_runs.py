@@ -21,12 +21,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
-def demo_master_cli() -> Path:
-    import tempfile
+def demo_master_cli(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from store.demo.build import build_demo
 
-    from store.demo.build import ensure_demo
-
-    return ensure_demo(Path(tempfile.gettempdir()) / "sessionscope-tests" / "demo" / "sessions")
+    return build_demo(tmp_path_factory.mktemp("cli-demo") / "sessions")
 
 
 @pytest.fixture
