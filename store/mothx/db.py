@@ -7,11 +7,16 @@
                 new database is WAL from the start. Beside a ``-wal`` or ``-journal`` that is not a valid
                 WAL file / hot journal of this database, a read-write open is refused (SQLite would
                 overwrite or delete that file), nothing touched.
-``read-only``   never writes, never creates a file: ``mode=ro`` where a live writer's ``-shm`` exists,
-                ``immutable=1`` where the database is quiet, a private copy where only a ``-wal`` is left.
-``snapshot``    a copy from another machine: ``immutable=1``, or, where ``-wal``/``-shm``/``-journal`` files
-                lie beside it, a private copy of the whole file set in a temporary folder (``immutable=1``
-                silently ignores a ``-wal``, so rows committed only there would be lost).
+``read-only``   never writes, never creates a file: ``mode=ro`` + ``readonly_shm`` where a live writer's
+                ``-wal`` and ``-shm`` exist, ``immutable=1`` where a WAL database is quiet, ``mode=ro`` for a
+                rollback-journal database, a private copy where a ``-wal`` (without ``-shm``) or a ``-journal``
+                is left.
+``snapshot``    a copy from another machine: ``immutable=1``, or, where a ``-wal`` or ``-journal`` lies beside
+                it, a private copy of the whole file set in a temporary folder (``immutable=1`` silently
+                ignores a ``-wal``, so rows committed only there would be lost).
+
+A ``-shm`` without a ``-wal`` is stale (a live WAL connection always keeps its ``-wal``) and is ignored by both
+read modes: ``mode=ro`` would read it and create a ``-wal`` beside it.
 
 A read mode is enforced here, in the store: :meth:`Database.write` raises :class:`ReadOnlyStore`, and the
 connection itself runs with ``PRAGMA query_only``.
@@ -495,9 +500,8 @@ def open_database(path: Path, mode: OpenMode, *, create: bool = False, foreign_k
 
 def _open_read(path: Path, mode: OpenMode) -> tuple[sqlite3.Connection, str, Path | None]:
     wal, shm, journal = companions(path)
-    has_companion = wal.exists() or shm.exists() or journal.exists()
     if mode is OpenMode.SNAPSHOT:
-        if has_companion:
+        if wal.exists() or journal.exists():  # a -shm alone holds nothing (see below)
             return _open_private_copy(path)
         return _connect(_uri(path, immutable="1"), uri=True), "immutable", None
     # read-only

@@ -123,6 +123,7 @@ def _open_read_write(location: DatabaseLocation, notices: list[str], create: boo
     probe = open_database(db_file, OpenMode.READ_ONLY)  # writes nothing, creates no file (see db._open_read)
     try:
         schema = _inspect(probe, create=create)
+        seen = _fingerprint(probe, schema)
     except BaseException:
         probe.close()
         raise
@@ -131,7 +132,8 @@ def _open_read_write(location: DatabaseLocation, notices: list[str], create: boo
     probe.close()
     db = open_database(db_file, OpenMode.READ_WRITE, create=create)
     try:
-        schema = _inspect(db, create=create)
+        if _fingerprint(db, schema) != seen:  # changed since the probe (e.g. mothx migrated it): look again
+            schema = _inspect(db, create=create)
         if schema.status == "empty":
             with db.write() as conn:
                 create_v43(conn)
@@ -140,6 +142,16 @@ def _open_read_write(location: DatabaseLocation, notices: list[str], create: boo
         db.close()
         raise
     return _session_dir(location, OpenMode.READ_WRITE, db, schema, notices)
+
+
+def _fingerprint(db: Database, schema: SchemaInfo) -> tuple[int, int]:
+    """``PRAGMA schema_version`` (moves with every DDL change) and the number of ``schema_migrations`` rows."""
+    with db.read() as conn:
+        version = int(conn.execute("PRAGMA schema_version").fetchone()[0])
+        rows = 0
+        if schema.has("schema_migrations"):
+            rows = int(conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0])
+    return version, rows
 
 
 def _create(location: DatabaseLocation, notices: list[str]) -> SessionDir:

@@ -16,6 +16,7 @@ import pytest
 
 from store.errors import DatabaseCorrupt, ReadOnlyStore, RepairRefused, StoreError
 from store.mothx.db import (
+    Database,
     OpenMode,
     describe_sqlite_error,
     is_busy,
@@ -501,3 +502,23 @@ def test_a_busy_write_lock_is_reported_as_busy(tmp_path: Path, monkeypatch: pyte
         holder.close()
 
 
+
+
+def test_a_schema_changed_between_the_probe_and_the_write_open_is_seen(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """mothx migrating the file between the read probe and the read-write open: the new layout is read again."""
+    import store.mothx.sessiondir as sessiondir
+
+    root = build(tmp_path / "s", journal="wal")
+    real_open = sessiondir.open_database
+
+    def open_after_a_migration(path: Path, mode: OpenMode, **kwargs: bool) -> Database:
+        if mode is OpenMode.READ_WRITE:
+            conn = sqlite3.connect(path, isolation_level=None)
+            conn.execute("INSERT INTO schema_migrations(version, name) VALUES (47, 'later')")
+            conn.close()
+        return real_open(path, mode, **kwargs)
+
+    monkeypatch.setattr(sessiondir, "open_database", open_after_a_migration)
+    with open_session_dir(root, OpenMode.READ_WRITE) as sd:
+        assert sd.schema.status == "newer" and not sd.writable
