@@ -90,6 +90,10 @@ def _uri(path: Path, **params: str) -> str:
 # when the first connection opened them.
 _IN_USE: dict[tuple[int, int], int] = {}
 _IN_USE_LOCK = threading.Lock()
+# Of those, the files a read-write Database of ours keeps in a rollback-journal mode (WAL not yet set), with how
+# many such Databases: their header cannot be read again either, and a read connection beside them must not be
+# ``immutable`` (our own writes change the file).
+_ROLLBACK: dict[tuple[int, int], int] = {}
 
 
 def _file_key(path: Path) -> tuple[int, int] | None:
@@ -113,15 +117,21 @@ def _hold(key: tuple[int, int] | None) -> None:
             _IN_USE[key] = _IN_USE.get(key, 0) + 1
 
 
-def _release(key: tuple[int, int] | None) -> None:
+def _release(key: tuple[int, int] | None, table: dict[tuple[int, int], int] = _IN_USE) -> None:
     if key is None:
         return
     with _IN_USE_LOCK:
-        left = _IN_USE.get(key, 0) - 1
+        left = table.get(key, 0) - 1
         if left > 0:
-            _IN_USE[key] = left
+            table[key] = left
         else:
-            _IN_USE.pop(key, None)
+            table.pop(key, None)
+
+
+def _hold_rollback(key: tuple[int, int] | None) -> None:
+    if key is not None:
+        with _IN_USE_LOCK:
+            _ROLLBACK[key] = _ROLLBACK.get(key, 0) + 1
 
 
 def _read_head(path: Path, size: int = 100) -> bytes:
@@ -146,7 +156,9 @@ def _read_head(path: Path, size: int = 100) -> bytes:
 def _is_wal_file(path: Path) -> bool:
     """True when the database header says WAL mode (file format bytes 18 and 19 equal 2)."""
     if in_use(path):
-        return True  # open here already (see _IN_USE); only WAL databases are kept open in read-write
+        key = _file_key(path)  # open here already (see _IN_USE): what our own read-write connection left it in
+        with _IN_USE_LOCK:
+            return key not in _ROLLBACK
     try:
         head = _read_head(path, 20)
     except StoreError:
@@ -395,6 +407,8 @@ class Database:
             finally:
                 self.conn.close()
                 _release(self._file_key)
+                if self._wal_pending:
+                    _release(self._file_key, _ROLLBACK)
                 if self.private_copy is not None:
                     shutil.rmtree(self.private_copy, ignore_errors=True)
 
@@ -426,6 +440,7 @@ class Database:
             return
         self._wal_pending = False
         self.access = "wal"
+        _release(self._file_key, _ROLLBACK)
 
     def _rollback(self) -> None:
         try:
@@ -494,6 +509,8 @@ def open_database(path: Path, mode: OpenMode, *, create: bool = False, foreign_k
         raise describe_sqlite_error(path, exc) from exc
     key = _file_key(path) if private is None else None
     _hold(key)
+    if wal_pending:
+        _hold_rollback(key)
     return Database(path=path, mode=mode, conn=conn, access=access, private_copy=private, _file_key=key,
                     _wal_pending=wal_pending)
 

@@ -522,3 +522,23 @@ def test_a_schema_changed_between_the_probe_and_the_write_open_is_seen(tmp_path:
     monkeypatch.setattr(sessiondir, "open_database", open_after_a_migration)
     with open_session_dir(root, OpenMode.READ_WRITE) as sd:
         assert sd.schema.status == "newer" and not sd.writable
+
+
+def test_a_read_connection_beside_our_own_rollback_journal_writer_is_not_immutable(tmp_path: Path) -> None:
+    root = build(tmp_path / "s")
+    with open_session_dir(root, OpenMode.READ_WRITE) as sd:
+        aside = open_database(root / "sessions.db", OpenMode.READ_ONLY)
+        try:
+            assert aside.access == "mode=ro"  # our writes change the file: immutable=1 would read torn pages
+            with sd.db.write() as conn:
+                conn.execute("INSERT INTO sessions(id, cwd, timestamp) VALUES (?, '/w', 't')", (OTHER_ID,))
+            with aside.read() as conn:
+                assert conn.execute("SELECT count(*) FROM sessions").fetchone() == (2,)
+        finally:
+            aside.close()
+        assert sd.db.access == "wal"
+        aside = open_database(root / "sessions.db", OpenMode.READ_ONLY)
+        try:
+            assert aside.access == "mode=ro (live)"
+        finally:
+            aside.close()
