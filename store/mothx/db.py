@@ -1,14 +1,28 @@
 """Opening a database in one of the three open modes, and the transactions every store call runs in.
 
-``read-write``  WAL, busy timeout, ``BEGIN IMMEDIATE`` for every write.
-``read-only``   never writes, never creates a file: ``mode=ro`` where a live writer's ``-shm`` exists,
-                ``immutable=1`` where the database is quiet, a private copy where only a ``-wal`` is left.
-``snapshot``    a copy from another machine: ``immutable=1``, or, where ``-wal``/``-shm``/``-journal`` files
-                lie beside it, a private copy of the whole file set in a temporary folder (``immutable=1``
-                silently ignores a ``-wal``, so rows committed only there would be lost).
+``read-write``  busy timeout, ``BEGIN IMMEDIATE`` for every write, WAL for every write that commits. A database
+                in a rollback-journal mode (a copy, one written by another tool) keeps its own journal mode
+                until the first write of ours commits, and is switched to WAL right after it: opening,
+                reading and a write that rolls back (a refused repair) leave its bytes as they were. A
+                new database is WAL from the start. Beside a ``-wal`` or ``-journal`` that is not a valid
+                WAL file / hot journal of this database, a read-write open is refused (SQLite would
+                overwrite or delete that file), nothing touched.
+``read-only``   never writes, never creates a file: ``mode=ro`` + ``readonly_shm`` where a live writer's
+                ``-wal`` and ``-shm`` exist, ``immutable=1`` where a WAL database is quiet, ``mode=ro`` for a
+                rollback-journal database, a private copy where a ``-wal`` (without ``-shm``) or a ``-journal``
+                is left.
+``snapshot``    a copy from another machine: ``immutable=1``, or, where a ``-wal`` or ``-journal`` lies beside
+                it, a private copy of the whole file set in a temporary folder (``immutable=1`` silently
+                ignores a ``-wal``, so rows committed only there would be lost).
+
+A ``-shm`` without a ``-wal`` is stale (a live WAL connection always keeps its ``-wal``) and is ignored by both
+read modes: ``mode=ro`` would read it and create a ``-wal`` beside it.
 
 A read mode is enforced here, in the store: :meth:`Database.write` raises :class:`ReadOnlyStore`, and the
 connection itself runs with ``PRAGMA query_only``.
+
+TEXT that is not valid UTF-8 is read losslessly, its bad bytes as lone surrogates (``surrogateescape``), so one
+odd value never breaks a query; the safe-text boundary shows them as ``\\udcff`` escapes.
 """
 
 from __future__ import annotations
@@ -17,6 +31,8 @@ import enum
 import os
 import shutil
 import sqlite3
+import stat
+import struct
 import tempfile
 import threading
 import time
@@ -27,11 +43,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from store.errors import DatabaseCorrupt, ReadOnlyStore, StoreError
-from store.paths import companions
+from store.paths import check_database_file, companions
 
 BUSY_TIMEOUT_MS = 10_000
 WRITE_RETRY_BUDGET_S = 10.0
 SQLITE_HEADER = b"SQLite format 3\x00"
+WAL_MAGICS = (0x377F0682, 0x377F0683)
+WAL_VERSION = 3007000
+JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
+
+
+def decode_text(data: bytes) -> str:
+    """The connection's ``text_factory``: UTF-8, with the bytes of an invalid sequence kept as lone surrogates.
+
+    A plain function (~25 % slower than ``str`` on a pure text fetch, a little faster than a ``partial``);
+    other connections to the same files use it too.
+    """
+    return data.decode("utf-8", "surrogateescape")
 
 
 class OpenMode(str, enum.Enum):
@@ -62,6 +90,10 @@ def _uri(path: Path, **params: str) -> str:
 # when the first connection opened them.
 _IN_USE: dict[tuple[int, int], int] = {}
 _IN_USE_LOCK = threading.Lock()
+# Of those, the files a read-write Database of ours keeps in a rollback-journal mode (WAL not yet set), with how
+# many such Databases: their header cannot be read again either, and a read connection beside them must not be
+# ``immutable`` (our own writes change the file).
+_ROLLBACK: dict[tuple[int, int], int] = {}
 
 
 def _file_key(path: Path) -> tuple[int, int] | None:
@@ -85,46 +117,191 @@ def _hold(key: tuple[int, int] | None) -> None:
             _IN_USE[key] = _IN_USE.get(key, 0) + 1
 
 
-def _release(key: tuple[int, int] | None) -> None:
+def _release(key: tuple[int, int] | None, table: dict[tuple[int, int], int] = _IN_USE) -> None:
     if key is None:
         return
     with _IN_USE_LOCK:
-        left = _IN_USE.get(key, 0) - 1
+        left = table.get(key, 0) - 1
         if left > 0:
-            _IN_USE[key] = left
+            table[key] = left
         else:
-            _IN_USE.pop(key, None)
+            table.pop(key, None)
+
+
+def _hold_rollback(key: tuple[int, int] | None) -> None:
+    if key is not None:
+        with _IN_USE_LOCK:
+            _ROLLBACK[key] = _ROLLBACK.get(key, 0) + 1
+
+
+def _read_head(path: Path, size: int = 100) -> bytes:
+    """The first ``size`` bytes of the regular file ``path`` (opened non-blocking: never waits on a FIFO)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except PermissionError as exc:
+        raise StoreError(f"{path} cannot be read: permission denied.") from exc
+    except OSError as exc:
+        raise StoreError(f"{path} cannot be read: {exc.strerror or exc}.") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            check_database_file(path)  # names what it is
+            raise StoreError(f"{path} is not a regular file, not a database file.")
+        return os.pread(fd, size, 0)
+    except OSError as exc:
+        raise StoreError(f"{path} cannot be read: {exc.strerror or exc}.") from exc
+    finally:
+        os.close(fd)
 
 
 def _is_wal_file(path: Path) -> bool:
     """True when the database header says WAL mode (file format bytes 18 and 19 equal 2)."""
     if in_use(path):
-        return True  # open here already (see _IN_USE); only WAL databases are kept open in read-write
+        key = _file_key(path)  # open here already (see _IN_USE): what our own read-write connection left it in
+        with _IN_USE_LOCK:
+            return key not in _ROLLBACK
     try:
-        with path.open("rb") as fh:
-            head = fh.read(20)
-    except OSError:
+        head = _read_head(path, 20)
+    except StoreError:
         return False
-    return len(head) == 20 and head[18] == 2 and head[19] == 2
+    return _header_is_wal(head)
 
 
-def _check_header(path: Path) -> None:
+def _header_is_wal(head: bytes) -> bool:
+    return len(head) >= 20 and head[18] == 2 and head[19] == 2
+
+
+def _page_size(head: bytes) -> int | None:
+    """The page size a database header records (None for an empty or too short file)."""
+    if len(head) < 18:
+        return None
+    value = int.from_bytes(head[16:18], "big")
+    return 65536 if value == 1 else value
+
+
+def _check_header(path: Path) -> bytes:
+    """The first 100 bytes of ``path`` (b"" when it is open here already); :class:`DatabaseCorrupt` if they are
+    not a SQLite header."""
     if in_use(path):
-        return  # checked when it was first opened; reading it again would drop our own locks (see _IN_USE)
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(16)
-    except PermissionError as exc:
-        raise StoreError(f"{path} cannot be read: permission denied.") from exc
-    except OSError as exc:
-        raise StoreError(f"{path} cannot be read: {exc.strerror or exc}.") from exc
-    if head and head != SQLITE_HEADER:
+        return b""  # checked when it was first opened; reading it again would drop our own locks (see _IN_USE)
+    head = _read_head(path)
+    if head and head[:16] != SQLITE_HEADER:
         raise DatabaseCorrupt(f"{path} is not a SQLite database (its header is wrong).")
+    return head
+
+
+def _wal_checksum(data: bytes, big_endian: bool) -> tuple[int, int]:
+    words = struct.unpack(f"{'>' if big_endian else '<'}{len(data) // 4}I", data)
+    s1 = s2 = 0
+    for i in range(0, len(words), 2):
+        s1 = (s1 + words[i] + s2) & 0xFFFFFFFF
+        s2 = (s2 + words[i + 1] + s1) & 0xFFFFFFFF
+    return s1, s2
+
+
+def _valid_page_size(value: int) -> bool:
+    return 512 <= value <= 65536 and value & (value - 1) == 0
+
+
+def wal_problem(head: bytes, page_size: int | None) -> str:
+    """Why the ``-wal`` file starting with ``head`` is not a WAL file of a database of ``page_size``, or "".
+
+    An empty file is a valid, empty WAL.
+    """
+    if not head:
+        return ""
+    if len(head) < 32:
+        return "it is too short to be a WAL file"
+    magic, version, size = struct.unpack(">III", head[:12])
+    if magic not in WAL_MAGICS or version != WAL_VERSION:
+        return "it is not a SQLite WAL file"
+    if _wal_checksum(head[:24], bool(magic & 1)) != struct.unpack(">II", head[24:32]):
+        return "its WAL header checksum is wrong"
+    if not _valid_page_size(size) or (page_size is not None and size != page_size):
+        return f"its page size ({size}) does not match the database's ({page_size})"
+    return ""
+
+
+def journal_problem(head: bytes, page_size: int | None) -> str:
+    """Why the ``-journal`` file starting with ``head`` is not a hot rollback journal of the database, or "".
+
+    SQLite plays a hot journal back into the database (that is its crash recovery), but overwrites and deletes
+    any other file of that name the first time it writes.
+    """
+    if len(head) < 28 or head[:8] != JOURNAL_MAGIC:
+        return "it is not a hot rollback journal" if head.strip(b"\x00") else "it is an empty rollback journal"
+    size = struct.unpack(">I", head[24:28])[0]
+    if not _valid_page_size(size) or (page_size is not None and size != page_size):
+        return f"its page size ({size}) does not match the database's ({page_size})"
+    return ""
+
+
+def check_companions(path: Path, head: bytes | None = None) -> None:
+    """Refuse (:class:`StoreError`) a read-write open beside a ``-wal`` or ``-journal`` SQLite would destroy.
+
+    ``head``: the database's first bytes, for its page size (read here when None). Only the companions are
+    read, never changed. The ``-shm`` is SQLite's scratch index, rebuilt from the ``-wal`` whenever needed.
+    """
+    if head is None:
+        head = b"" if in_use(path) else _read_head(path)
+    page_size = _page_size(head) if len(head) >= 100 else None
+    wal, _shm, journal = companions(path)
+    for companion, judge in ((wal, wal_problem), (journal, journal_problem)):
+        try:
+            if not companion.exists():
+                continue
+            check_database_file(companion)
+            problem = judge(_read_head(companion, 32), page_size)
+        except StoreError as exc:
+            problem = str(exc).rstrip(".")
+        if problem:
+            raise StoreError(
+                f"{companion} lies beside the database but {problem}: SQLite would overwrite or delete it on a "
+                "read-write open. Move it aside, or open with --read-only or --snapshot."
+            )
+
+
+def _errorname(exc: sqlite3.Error) -> str:
+    return str(getattr(exc, "sqlite_errorname", "") or "")
+
+
+def _is(name: str, *codes: str) -> bool:
+    """True when ``name`` (e.g. ``SQLITE_BUSY_SNAPSHOT``) is one of the primary result ``codes`` or extends one."""
+    return any(name == code or name.startswith(code + "_") for code in codes)
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """SQLITE_BUSY / SQLITE_LOCKED (by the error's name; by its message where SQLite gave no name)."""
+    name = _errorname(exc)
+    if name:
+        return _is(name, "SQLITE_BUSY", "SQLITE_LOCKED")
+    low = str(exc).lower()
+    return "locked" in low or "busy" in low
 
 
 def describe_sqlite_error(path: Path, exc: sqlite3.Error) -> StoreError:
-    """One sentence for a SQLite failure, as the matching named store error."""
+    """One sentence for a SQLite failure, as the matching named store error.
+
+    Classified by the result code's name (``exc.sqlite_errorname``); by the message only where there is none
+    (errors of the sqlite3 module itself, e.g. a closed connection).
+    """
     text = str(exc)
+    name = _errorname(exc)
+    if name:
+        if _is(name, "SQLITE_CORRUPT", "SQLITE_NOTADB"):
+            return DatabaseCorrupt(f"{path} is damaged: SQLite says '{text}'.")
+        if _is(name, "SQLITE_READONLY"):
+            return ReadOnlyStore(f"{path} cannot be written: SQLite says '{text}'.")
+        if _is(name, "SQLITE_BUSY", "SQLITE_LOCKED"):
+            return StoreError(f"{path} is busy: another process holds its write lock ({text}).")
+        if _is(name, "SQLITE_CANTOPEN"):
+            return StoreError(f"{path} cannot be opened: SQLite says '{text}'.")
+        if _is(name, "SQLITE_PERM", "SQLITE_AUTH"):
+            return StoreError(f"{path} cannot be used: permission denied (SQLite says '{text}').")
+        if _is(name, "SQLITE_FULL"):
+            return StoreError(f"{path} cannot be written: the disk is full (SQLite says '{text}').")
+        if _is(name, "SQLITE_IOERR"):
+            return StoreError(f"{path} cannot be read or written: I/O error (SQLite says '{text}').")
+        return StoreError(f"{path}: SQLite error '{text}'.")
     low = text.lower()
     if "not a database" in low or "malformed" in low or "corrupt" in low:
         return DatabaseCorrupt(f"{path} is damaged: SQLite says '{text}'.")
@@ -149,6 +326,15 @@ class Database:
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     _closed: bool = False
     _file_key: tuple[int, int] | None = field(default=None, repr=False)  # held in _IN_USE while open
+    # read-write on a rollback-journal database: WAL is set right after the first write that commits.
+    _wal_pending: bool = field(default=False, repr=False)
+
+    @property
+    def journal_mode(self) -> str:
+        """``wal`` once the connection runs in WAL mode; the file's own mode (e.g. ``delete``) before that."""
+        with self._lock:
+            self._ensure_open()
+            return str(self.conn.execute("PRAGMA journal_mode").fetchone()[0]).lower()
 
     @property
     def read_only(self) -> bool:
@@ -199,6 +385,8 @@ class Database:
                 except sqlite3.Error as exc:
                     self._rollback()
                     raise describe_sqlite_error(self.path, exc) from exc
+                if self._wal_pending:
+                    self._enable_wal()
 
     def quick_check(self) -> str:
         """``PRAGMA quick_check``: ``'ok'`` or the first problems SQLite reports, joined."""
@@ -212,13 +400,15 @@ class Database:
                 return
             self._closed = True
             try:
-                if not self.mode.is_read:
+                if not self.mode.is_read and not self._wal_pending:
                     self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
             except sqlite3.Error:
                 pass
             finally:
                 self.conn.close()
                 _release(self._file_key)
+                if self._wal_pending:
+                    _release(self._file_key, _ROLLBACK)
                 if self.private_copy is not None:
                     shutil.rmtree(self.private_copy, ignore_errors=True)
 
@@ -233,11 +423,24 @@ class Database:
                 self.conn.execute("BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as exc:
-                low = str(exc).lower()
-                if ("locked" in low or "busy" in low) and time.monotonic() < deadline:
+                if is_busy(exc) and time.monotonic() < deadline:
                     time.sleep(0.05)
                     continue
                 raise describe_sqlite_error(self.path, exc) from exc
+
+    def _enable_wal(self) -> None:
+        """Switch a rollback-journal database to WAL after a committed write (see the module docstring).
+
+        The write itself is committed: a switch that stays busy for the whole retry budget is tried again after
+        the next write, never reported as a failed write.
+        """
+        try:
+            _set_wal(self.conn)
+        except (sqlite3.Error, StoreError):
+            return
+        self._wal_pending = False
+        self.access = "wal"
+        _release(self._file_key, _ROLLBACK)
 
     def _rollback(self) -> None:
         try:
@@ -249,6 +452,7 @@ class Database:
 
 def _connect(target: str, *, uri: bool) -> sqlite3.Connection:
     conn = sqlite3.connect(target, uri=uri, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+    conn.text_factory = decode_text
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     return conn
 
@@ -267,16 +471,18 @@ def _private_copy(path: Path) -> tuple[Path, Path]:
 def open_database(path: Path, mode: OpenMode, *, create: bool = False, foreign_keys: bool = False) -> Database:
     """Open ``path`` in ``mode``. ``create`` makes a missing file (read-write only).
 
-    ``foreign_keys`` is off for ``sessions.db`` (as the reference demands) and on for knowledge bases.
+    ``foreign_keys`` is off for ``sessions.db`` (as the reference demands) and on for knowledge bases. A path
+    that is not a regular file (a folder, a FIFO, a device) is refused before anything opens it.
     """
     path = Path(path)
-    exists = path.exists()
+    exists = check_database_file(path)
     if not exists and (mode.is_read or not create):
         raise StoreError(f"There is no database at {path}.")
-    if exists:
-        if path.is_dir():
-            raise StoreError(f"{path} is a folder, not a database file.")
-        _check_header(path)
+    head = _check_header(path) if exists else b""  # b"" also where this process holds it open already
+    # A database this open creates (or an empty file it was asked to make one): WAL from the first page.
+    new_file = create and (not exists or (not in_use(path) and path.stat().st_size == 0))
+    if exists and mode is OpenMode.READ_WRITE:
+        check_companions(path, head)
     private: Path | None = None
     try:
         if mode is OpenMode.READ_WRITE:
@@ -288,6 +494,12 @@ def open_database(path: Path, mode: OpenMode, *, create: bool = False, foreign_k
         try:
             _apply_pragmas(conn, mode, foreign_keys)
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            wal_pending = False
+            if mode is OpenMode.READ_WRITE and str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                if new_file:
+                    _set_wal(conn)
+                else:
+                    wal_pending, access = True, "rollback journal (WAL from the first write)"
         except BaseException:
             conn.close()
             if private is not None:
@@ -297,18 +509,20 @@ def open_database(path: Path, mode: OpenMode, *, create: bool = False, foreign_k
         raise describe_sqlite_error(path, exc) from exc
     key = _file_key(path) if private is None else None
     _hold(key)
-    return Database(path=path, mode=mode, conn=conn, access=access, private_copy=private, _file_key=key)
+    if wal_pending:
+        _hold_rollback(key)
+    return Database(path=path, mode=mode, conn=conn, access=access, private_copy=private, _file_key=key,
+                    _wal_pending=wal_pending)
 
 
 def _open_read(path: Path, mode: OpenMode) -> tuple[sqlite3.Connection, str, Path | None]:
     wal, shm, journal = companions(path)
-    has_companion = wal.exists() or shm.exists() or journal.exists()
     if mode is OpenMode.SNAPSHOT:
-        if has_companion:
+        if wal.exists() or journal.exists():  # a -shm alone holds nothing (see below)
             return _open_private_copy(path)
         return _connect(_uri(path, immutable="1"), uri=True), "immutable", None
     # read-only
-    if shm.exists() and not journal.exists():
+    if wal.exists() and shm.exists() and not journal.exists():
         # readonly_shm: a plain mode=ro reader still writes its read marks into a live writer's -shm.
         try:
             conn = _connect(_uri(path, mode="ro", readonly_shm="1"), uri=True)
@@ -316,10 +530,12 @@ def _open_read(path: Path, mode: OpenMode) -> tuple[sqlite3.Connection, str, Pat
             return conn, "mode=ro (live)", None
         except sqlite3.Error:
             return _open_private_copy(path)
-    if has_companion:
+    if wal.exists() or journal.exists():
         return _open_private_copy(path)
+    # No -wal, no -journal: nothing uncommitted exists. A -shm alone is stale (a live WAL connection keeps a
+    # -wal), and ignored: empty or garbage, mode=ro would read it and create a -wal beside it.
     if _is_wal_file(path):
-        # A quiet WAL database: mode=ro would create -wal and -shm files. Nothing uncommitted exists.
+        # A quiet WAL database: mode=ro would create -wal and -shm files.
         return _connect(_uri(path, immutable="1"), uri=True), "immutable", None
     return _connect(_uri(path, mode="ro"), uri=True), "mode=ro", None
 
@@ -340,16 +556,20 @@ def _apply_pragmas(conn: sqlite3.Connection, mode: OpenMode, foreign_keys: bool)
     conn.execute(f"PRAGMA foreign_keys = {'ON' if foreign_keys else 'OFF'}")
     if mode is OpenMode.READ_WRITE:
         conn.execute(f"PRAGMA synchronous = {sync}")
-        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-        while True:
-            try:
-                got = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-                break
-            except sqlite3.OperationalError as exc:
-                if time.monotonic() >= deadline or "lock" not in str(exc).lower():
-                    raise
-                time.sleep(0.05)
-        if got is None or str(got[0]).lower() != "wal":
-            raise StoreError("SQLite refused WAL journal mode for this database.")
     else:
         conn.execute("PRAGMA query_only = ON")
+
+
+def _set_wal(conn: sqlite3.Connection) -> None:
+    """``PRAGMA journal_mode = WAL``, retried for up to the busy timeout on SQLITE_BUSY / SQLITE_LOCKED."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            got = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            break
+        except sqlite3.OperationalError as exc:
+            if time.monotonic() >= deadline or not is_busy(exc):
+                raise
+            time.sleep(0.05)
+    if got is None or str(got[0]).lower() != "wal":
+        raise StoreError("SQLite refused WAL journal mode for this database.")

@@ -1,8 +1,7 @@
 """The v43 layout of ``sessions.db``: creation, version detection and validation.
 
 The layout itself is the reference DDL (``store/sql/``), executed verbatim so a database we create is exactly
-what mothx creates. The typed SQLModel classes of the same tables live in :mod:`store.mothx.tables` (imported only
-where they are used: SQLModel costs ~360 ms to import, and the first screen does not need it).
+what mothx creates, and the one source of truth for checking one: :data:`EXPECTED_LAYOUT` is generated from it.
 """
 
 from __future__ import annotations

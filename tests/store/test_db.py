@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from store.mothx.db import OpenMode, open_database
 from store.errors import DatabaseCorrupt, ReadOnlyStore, SchemaIncompatible, StoreError
+from store.mothx.db import OpenMode, open_database
 from store.mothx.schema import CURRENT_VERSION, MIGRATIONS
 from store.mothx.sessiondir import SessionDir, open_session_dir
 

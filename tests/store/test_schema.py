@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import store.mothx.schema as schema_module
-from store.mothx.db import OpenMode
 from store.errors import ReadOnlyStore
+from store.mothx.db import OpenMode
 from store.mothx.schema import (
     CURRENT_VERSION,
     EXPECTED_LAYOUT,
