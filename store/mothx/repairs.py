@@ -77,8 +77,10 @@ REPAIRS: tuple[RepairSpec, ...] = (
         id="recover-run",
         title="Recover an orphaned run",
         description=(
-            "Take a recovery lease, cancel pending approvals and questions, mark the run failed with a "
-            "'recovered' event, close its open turns with turn_end entries and complete the recovery record."
+            "Take a recovery lease. A background Responses run with a linked remote response is kept running "
+            "(recovery record detached_remote); any other run has its pending approvals and questions cancelled, "
+            "is marked failed with a 'recovered' event, gets its open turns closed with turn_end entries, and "
+            "its recovery record completed."
         ),
         targets=("run_id",),
         options=("user_stop",),

@@ -285,7 +285,12 @@ def _exercise(db: Path, strict: bool) -> None:
             paged += len(page)
             after = page[-1].cursor
         if strict:
-            assert paged == len(list_runs(sd, limit=1000))
+            listings = list_runs(sd, limit=1000)
+            assert paged == len(listings)
+            for listing in listings:
+                texts = [listing.damaged, listing.execution.reason if listing.execution else ""]
+                texts += [listing.lease.describe()] if listing.lease is not None else []
+                assert not any(UNSAFE.search(x) for x in texts), texts
         for sid in _ids(db, "SELECT id FROM sessions"):
             readers: tuple[Callable[[SessionDir, str], object], ...] = (
                 read_execution_facts, inspect_execution, list_turns, list_interrupted_tools)

@@ -288,6 +288,19 @@ def test_local_state_when_the_lease_is_this_process() -> None:
     assert releasing.phase == "releasing"
 
 
+def test_local_means_the_lease_is_registered_in_this_process(sd: SessionDir, sid: str) -> None:
+    owner = LeaseOwner()
+    with clock_override(T0):
+        RuntimeSimulator(sd, sid, owner=owner).admit()
+        facts = read_execution_facts(sd, sid)
+        assert derive_execution_state(facts, owner).state == "local"
+        assert derive_execution_state(facts, LeaseOwner()).state == "external"
+        assert facts.lease is not None
+        forgotten = LeaseOwner(instance_id=facts.lease.owner_instance_id)  # same instance id, lease not registered
+        assert derive_execution_state(facts, forgotten).state == "external"
+        assert derive_execution_state(facts, owner.instance_id).state == "local"  # by instance id only
+
+
 def test_facts_and_inspection_from_the_database(sd: SessionDir, sid: str) -> None:
     owner = LeaseOwner()
     with clock_override(T0):
