@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from store.mothx import repairs
 from store.mothx.leases import clock_override
-from store.mothx.recovery import RecoverRun
+from store.mothx.recovery import RecoverRun, RecoveryFailed
 from store.mothx.repairs import suggest_repairs
 from store.mothx.runs import get_recovery, get_run, inspect_execution, list_orphaned, list_run_events, list_runs
 from store.mothx.sessiondir import SessionDir, open_session_dir
@@ -147,3 +148,23 @@ def test_a_complete_row_among_several_linked_rows_keeps_the_run(sd: SessionDir) 
             "created_at, updated_at) VALUES (?, 'run_provider_78', ?, NULL, 'openai', 'openai-responses', 'queued', "
             "'x', 'x')", (sid, RUN))
     assert inspect_execution(sd, sid).state == "detached_remote"
+
+
+def test_a_failed_keep_remote_is_persisted_as_a_failed_recovery(sd: SessionDir) -> None:
+    _background_run(sd, link="turn")
+
+    def interfere(name: str) -> None:
+        if name == "recover.keep_remote":  # someone else finishes the recovery row first
+            with sd.db.write() as conn:
+                conn.execute("UPDATE session_run_recoveries SET state = 'completed' WHERE run_id = ?", (RUN,))
+
+    repairs.set_step_hook(interfere)
+    try:
+        with pytest.raises(RecoveryFailed):
+            RecoverRun(sd, RUN).apply()
+    finally:
+        repairs.set_step_hook(None)
+    rec = get_recovery(sd, RUN)
+    assert rec is not None and rec.state == "failed" and rec.next_retry_at == T0 + 1 and "no longer" in rec.last_error
+    run = get_run(sd, RUN)
+    assert run is not None and run.status == "running"
