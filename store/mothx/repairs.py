@@ -1,204 +1,49 @@
 """The catalogue of repairs: each has ``preview()`` (what would change) and a fenced ``apply()``.
 
-A repair never acts on a session whose lease is valid and held by someone else. ``preview()`` reads the
-current facts and lists every row, run event, entry and lease change it would make, with a fingerprint of the
-facts it read; ``apply()`` re-reads them (inside its own write transactions), refuses with
-:class:`~store.errors.RepairRefused` when the fence, the expected status or the fingerprint no longer holds,
-and otherwise commits the whole change. The repairs themselves live in :mod:`store.mothx.recovery`.
+A repair never acts on a session whose lease is valid and held by someone else, nor on a damaged row.
+``preview()`` reads the current facts and lists every row, run event, entry and lease change it would make,
+with a fingerprint of the facts it read; ``apply()`` re-reads them (inside its own write transactions), refuses
+with :class:`~store.errors.RepairRefused` when the fence, the expected status or the fingerprint no longer holds,
+and otherwise commits the whole change.
 
-Step hook (for kill tests): a repair calls :func:`step` between its statements. The environment variable
-``SESSIONSCOPE_REPAIR_STEPS`` makes those points observable from outside the process:
-
-* ``list``       print ``STEP <n> <name>`` on stderr at every step and continue;
-* ``pause:<n>``  print ``PAUSED <n> <name>`` on stderr at step ``n`` and sleep until killed.
+The shared data and the step hook live in :mod:`store.mothx.repair_kit` (re-exported here); the repairs in
+:mod:`store.mothx.recover_run`, :mod:`store.mothx.lease_repair` and :mod:`store.mothx.tool_repairs`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
 from store.errors import StoreError
+from store.mothx.lease_repair import ReleaseExpiredLease
+from store.mothx.lease_store import list_leases
+from store.mothx.recover_run import RecoverRun
+from store.mothx.repair_kit import (
+    STEP_ENV,
+    PlannedChange,
+    Repair,
+    RepairPreview,
+    RepairResult,
+    fingerprint,
+    set_step_hook,
+    step,
+)
+from store.mothx.run_listing import list_orphaned
+from store.mothx.run_model import NON_TERMINAL_STATUSES
+from store.mothx.tool_repairs import TOOL_DONE_STATES, AbandonToolExecutions, RequestToolRecovery
+from store.safetext import one_line
 
 if TYPE_CHECKING:
     from store.mothx.sessiondir import SessionDir
 
-STEP_ENV = "SESSIONSCOPE_REPAIR_STEPS"
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Preview / result data
-
-
-@dataclass(frozen=True)
-class PlannedChange:
-    """One durable change a repair makes."""
-
-    kind: str  # "lease" | "row" | "run_event" | "entry"
-    table: str  # the table written
-    key: str  # the row's key (run id, event id, entry id or "(new)", record id, session id)
-    action: str  # "insert" | "update" | "upsert" | "append"
-    summary: str  # one line for people
-
-
-@dataclass(frozen=True)
-class RepairPreview:
-    """What ``apply()`` would change, computed from the facts read now.
-
-    ``refusal`` is empty when the repair may be applied, else the one-sentence reason ``apply()`` would give.
-    ``fingerprint`` digests every fact the plan depends on; ``apply()`` refuses when it differs.
-    """
-
-    repair_id: str
-    title: str
-    session_id: str
-    target: str
-    changes: tuple[PlannedChange, ...]
-    notes: tuple[str, ...]
-    refusal: str
-    fingerprint: str
-    content_fingerprint: str = ""  # the part of the facts the repair's own lease/recovery writes do not touch
-
-    @property
-    def allowed(self) -> bool:
-        return not self.refusal
-
-    def count(self, kind: str) -> int:
-        return sum(1 for c in self.changes if c.kind == kind)
-
-    @property
-    def rows(self) -> int:
-        return self.count("row")
-
-    @property
-    def run_events(self) -> int:
-        return self.count("run_event")
-
-    @property
-    def entries(self) -> int:
-        return self.count("entry")
-
-    @property
-    def lease_changes(self) -> int:
-        return self.count("lease")
-
-    def lines(self) -> list[str]:
-        """The preview as text lines (dialogs and ``--dry-run`` print these)."""
-        out = [f"{self.title}: {self.target}"]
-        if self.refusal:
-            out.append(f"Refused: {self.refusal}")
-        for change in self.changes:
-            out.append(f"  {change.action:<7} {change.table} {change.key}: {change.summary}")
-        out.extend(f"  note: {n}" for n in self.notes)
-        out.append(
-            f"  total: {self.rows} rows, {self.run_events} run events, {self.entries} entries, "
-            f"{self.lease_changes} lease changes"
-        )
-        return out
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "repair": self.repair_id,
-            "title": self.title,
-            "session_id": self.session_id,
-            "target": self.target,
-            "allowed": self.allowed,
-            "refusal": self.refusal,
-            "changes": [
-                {"kind": c.kind, "table": c.table, "key": c.key, "action": c.action, "summary": c.summary}
-                for c in self.changes
-            ],
-            "notes": list(self.notes),
-            "counts": {"rows": self.rows, "run_events": self.run_events, "entries": self.entries,
-                       "lease_changes": self.lease_changes},
-            "fingerprint": self.fingerprint,
-        }
-
-
-@dataclass(frozen=True)
-class RepairResult:
-    """What ``apply()`` committed."""
-
-    repair_id: str
-    session_id: str
-    target: str
-    changes: tuple[PlannedChange, ...]
-    message: str
-    lease_epoch: int = 0  # the epoch of the lease the repair worked under
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "repair": self.repair_id,
-            "session_id": self.session_id,
-            "target": self.target,
-            "message": self.message,
-            "lease_epoch": self.lease_epoch,
-            "changes": [
-                {"kind": c.kind, "table": c.table, "key": c.key, "action": c.action, "summary": c.summary}
-                for c in self.changes
-            ],
-        }
-
-
-@runtime_checkable
-class Repair(Protocol):
-    """A repair action: ``preview()`` reads, ``apply()`` writes under a fence (or raises RepairRefused)."""
-
-    id: str
-    title: str
-
-    def preview(self) -> RepairPreview: ...
-
-    def apply(self, expected: RepairPreview | None = None) -> RepairResult: ...
-
-
-def fingerprint(*parts: object) -> str:
-    """A stable digest of JSON-able facts."""
-    text = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Step hook
-
-StepHook = Callable[[str], None]
-_step_hook: StepHook | None = None
-_step_counter = 0
-
-
-def set_step_hook(hook: StepHook | None) -> None:
-    """Install a function called with the step name at every step of every repair (tests)."""
-    global _step_hook
-    _step_hook = hook
-
-
-def _env_hook(name: str) -> None:
-    global _step_counter
-    spec = os.environ.get(STEP_ENV, "")
-    if not spec:
-        return
-    _step_counter += 1
-    if spec == "list":
-        sys.stderr.write(f"STEP {_step_counter} {name}\n")
-        sys.stderr.flush()
-    elif spec.startswith("pause:") and spec[6:].isdigit() and int(spec[6:]) == _step_counter:
-        sys.stderr.write(f"PAUSED {_step_counter} {name}\n")
-        sys.stderr.flush()
-        while True:
-            time.sleep(3600)
-
-
-def step(name: str) -> None:
-    """A named point between two statements of a repair."""
-    if _step_hook is not None:
-        _step_hook(name)
-    _env_hook(name)
+_FACTORIES: dict[str, Callable[..., Repair]] = {
+    "RecoverRun": RecoverRun,
+    "ReleaseExpiredLease": ReleaseExpiredLease,
+    "AbandonToolExecutions": AbandonToolExecutions,
+    "RequestToolRecovery": RequestToolRecovery,
+}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -214,16 +59,17 @@ class RepairSpec:
     description: str
     targets: tuple[str, ...]  # names of the factory's required arguments
     options: tuple[str, ...] = ()
-    factory_name: str = ""  # class name in store.mothx.recovery
+    factory_name: str = ""  # the repair's class name
 
     def make(self, sd: SessionDir, **kwargs: object) -> Repair:
-        import store.mothx.recovery as recovery
-
         missing = [t for t in self.targets if t not in kwargs]
         if missing:
             raise StoreError(f"Repair {self.id} needs {', '.join(missing)}.")
-        cls = getattr(recovery, self.factory_name)
-        return cls(sd, **kwargs)  # type: ignore[no-any-return]
+        cls = _FACTORIES[self.factory_name]
+        try:
+            return cls(sd, **kwargs)
+        except TypeError as exc:
+            raise StoreError(f"Repair {self.id} does not take these arguments ({one_line(exc)}).") from exc
 
 
 REPAIRS: tuple[RepairSpec, ...] = (
@@ -231,8 +77,10 @@ REPAIRS: tuple[RepairSpec, ...] = (
         id="recover-run",
         title="Recover an orphaned run",
         description=(
-            "Take a recovery lease, cancel pending approvals and questions, mark the run failed with a "
-            "'recovered' event, close its open turns with turn_end entries and complete the recovery record."
+            "Take a recovery lease. A background Responses run with a linked remote response is kept running "
+            "(recovery record detached_remote); any other run has its pending approvals and questions cancelled, "
+            "is marked failed with a 'recovered' event, gets its open turns closed with turn_end entries, and "
+            "its recovery record completed."
         ),
         targets=("run_id",),
         options=("user_stop",),
@@ -277,7 +125,7 @@ def get_repair_spec(repair_id: str) -> RepairSpec:
     for spec in REPAIRS:
         if spec.id == repair_id:
             return spec
-    raise StoreError(f"There is no repair called '{repair_id}'.")
+    raise StoreError(f"There is no repair called '{one_line(repair_id)}'.")
 
 
 def make_repair(sd: SessionDir, repair_id: str, **kwargs: object) -> Repair:
@@ -299,10 +147,42 @@ class SuggestedRepair:
 
 
 def suggest_repairs(sd: SessionDir, *, session_id: str | None = None, limit: int = 200) -> list[SuggestedRepair]:
-    """Orphaned runs to recover, expired leases of idle sessions to release, interrupted tools to abandon."""
-    from store.mothx.recovery import suggest
-
-    return suggest(sd, session_id=session_id, limit=limit)
+    """The repairs that apply now: orphans, expired leases of idle sessions, interrupted tools of idle sessions."""
+    out: list[SuggestedRepair] = []
+    for listing in list_orphaned(sd, limit=limit):
+        if session_id is not None and listing.run.session_id != session_id:
+            continue
+        assert listing.execution is not None
+        out.append(SuggestedRepair("recover-run", RecoverRun.title, (("run_id", listing.run.id),),
+                                   one_line(listing.execution.reason)))
+    busy: set[str] = set()
+    if sd.schema.has("session_runs"):
+        with sd.db.read() as conn:
+            marks = ",".join("?" * len(NON_TERMINAL_STATUSES))
+            busy = {r[0] for r in conn.execute(
+                f"SELECT DISTINCT session_id FROM session_runs WHERE status IN ({marks})", NON_TERMINAL_STATUSES)}
+    for lease in list_leases(sd, active_only=True):
+        if lease.problems:
+            continue
+        if lease.expired and lease.session_id not in busy and (session_id is None or lease.session_id == session_id):
+            out.append(SuggestedRepair("release-lease", ReleaseExpiredLease.title,
+                                       (("session_id", lease.session_id),), f"lease {lease.describe()}"))
+    if sd.schema.has("tool_execution_records"):
+        with sd.db.read() as conn:
+            rows = conn.execute(
+                "SELECT session_id, local_turn_id, count(*) FROM tool_execution_records "
+                "WHERE execution_state NOT IN (?, ?, ?) GROUP BY session_id, local_turn_id ORDER BY session_id LIMIT ?",
+                (*TOOL_DONE_STATES, limit),
+            ).fetchall()
+        for sid, turn, count in rows:
+            if not isinstance(sid, str) or not isinstance(turn, str):
+                continue  # a damaged record: nothing to suggest for it
+            if sid in busy or (session_id is not None and sid != session_id):
+                continue
+            out.append(SuggestedRepair("abandon-tools", AbandonToolExecutions.title,
+                                       (("session_id", sid), ("turn_id", turn)),
+                                       f"{count} interrupted tool execution record(s)"))
+    return out[:limit]
 
 
 __all__: Sequence[str] = (

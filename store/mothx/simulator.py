@@ -33,31 +33,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from store.errors import LeaseLost, StoreError
-from store.mothx.leases import (
-    HEARTBEAT_INTERVAL_S,
-    LEASE_TTL_S,
-    LeaseGuard,
-    LeaseOwner,
-    acquire,
-    check_fence,
-    publish_state_changed,
-    start_heartbeat,
-)
-from store.mothx.runs import (
-    ConversationTurn,
-    NewRun,
-    NewRunEvent,
-    append_entry,
-    close_turn,
-    create_run,
-    fence_run,
-    format_rfc3339,
-    insert_run_event,
-    new_id,
-    open_turn,
-    run_event_id,
-    transition_run,
-)
+from store.mothx.lease_guard import LeaseGuard, acquire, start_heartbeat
+from store.mothx.lease_model import HEARTBEAT_INTERVAL_S, LEASE_TTL_S, LeaseOwner, publish_state_changed
+from store.mothx.lease_store import check_fence
+from store.mothx.run_events import NewRunEvent, insert_run_event, run_event_id
+from store.mothx.run_model import ConversationTurn, new_id
+from store.mothx.run_store import NewRun, create_run, fence_run, transition_run
+from store.mothx.turns import append_entry, close_turn, open_turn
+from store.safetext import one_line
+from store.times import format_rfc3339
 
 if TYPE_CHECKING:
     from store.mothx.sessiondir import SessionDir
@@ -298,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             exists = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (args.session,)).fetchone() is not None
         if not exists:
             if not args.create:
-                emit("error", message=f"Session {args.session} does not exist.")
+                emit("error", message=f"Session {one_line(args.session)} does not exist.")
                 return 2
             create_session(sd, args.session)
         sim = RuntimeSimulator(sd, args.session, ttl=args.ttl, heartbeat_interval=args.heartbeat, emit=emit)

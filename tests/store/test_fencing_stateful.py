@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from store.mothx import leases
 from store.errors import LeaseBusy, LeaseLost, RepairRefused, StoreError
+from store.mothx import leases
 from store.mothx.leases import LeaseOwner, LeaseSnapshot, acquire, get_lease, renew_all
 from store.mothx.recovery import AbandonToolExecutions, RecoverRun, ReleaseExpiredLease
 from store.mothx.repairs import RepairPreview

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from store.errors import LeaseBusy, LeaseLost, ReadOnlyStore, SessionNotFound
 from store.mothx import leases
 from store.mothx.db import OpenMode
-from store.errors import LeaseBusy, LeaseLost, ReadOnlyStore, SessionNotFound
 from store.mothx.leases import (
     LeaseEpochChanged,
     LeaseOwner,
@@ -36,6 +36,7 @@ from store.mothx.leases import (
 from store.mothx.runs import NewRun, create_run
 from store.mothx.sessiondir import SessionDir, open_session_dir
 from store.mothx.simulator import RuntimeSimulator, create_session
+from store.times import from_unix
 
 T0 = 1_900_000_000
 
@@ -146,7 +147,7 @@ def test_valid_foreign_lease_is_busy_and_names_the_holder(sd: SessionDir, sid: s
         acquire_lease(sd, sid, "mutation", owner=LeaseOwner())
     text = str(info.value)
     assert holder.instance_id in text and "pid 4242" in text and "purpose mutation" in text
-    assert leases.format_unix(T0 + 15) in text
+    assert from_unix(T0 + 15) in text
     assert row(sd, sid).owner_instance_id == holder.instance_id  # nothing changed
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from store.errors import ReadOnlyStore, RepairRefused, StoreError
 from store.mothx import repairs
 from store.mothx.db import OpenMode
-from store.errors import ReadOnlyStore, RepairRefused, StoreError
 from store.mothx.leases import LeaseOwner, acquire_lease, clock_override, get_lease, renew_lease, sqlite_now
 from store.mothx.recovery import (
     AbandonToolExecutions,
@@ -77,7 +77,7 @@ class SimProcess:
             except queue.Empty:
                 if self.proc.poll() is not None and self.lines.empty():
                     err = self.proc.stderr.read() if self.proc.stderr else ""
-                    raise AssertionError(f"simulator exited {self.proc.returncode} before '{event}': {err}")
+                    raise AssertionError(f"simulator exited {self.proc.returncode} before '{event}': {err}") from None
                 continue
             self.seen.append(obj)
             if obj["event"] == event:
@@ -128,7 +128,7 @@ def test_recover_a_killed_runtime_exactly_as_the_reference(sd: SessionDir, sid: 
     started = sim.wait_for("started")
     hang = sim.wait_for("hang")
     run_id = str(hang["run"])
-    epoch = int(sim.first("acquired")["epoch"])  # type: ignore[call-overload]
+    epoch = int(str(sim.first("acquired")["epoch"]))
     owner_id, pid = str(started["owner"]), sim.proc.pid
 
     acquired_at = get_lease(sd, sid).acquired_at  # type: ignore[union-attr]
@@ -259,7 +259,7 @@ def _orphan(sd: SessionDir, sid: str, steps: int = 4) -> tuple[RuntimeSimulator,
     return sim, owner
 
 
-def _state(sd: SessionDir, sid: str) -> tuple[object, ...]:
+def _state(sd: SessionDir, sid: str) -> tuple[tuple[tuple[object, ...], ...], ...]:
     with sd.db.read() as conn:
         return tuple(
             tuple(conn.execute(f"SELECT * FROM {t} ORDER BY 1").fetchall())
@@ -350,9 +350,9 @@ def test_remote_retainable_run_is_detached_not_failed(sd: SessionDir, sid: str, 
     sim, _ = _orphan(sd, sid, steps=0)
     with sd.db.write() as conn:
         conn.execute("UPDATE session_runs SET source = 'responses_background' WHERE id = ?", (sim.run_id,))
-        conn.execute("INSERT INTO response_runs (session_id, local_run_id, response_id, provider, api, state, "
-                     "created_at, updated_at) VALUES (?, ?, 'resp_1', 'openai', 'openai-responses', 'in_progress', "
-                     "'x', 'x')", (sid, sim.run_id))
+        conn.execute("INSERT INTO response_runs (session_id, local_run_id, local_turn_id, response_id, provider, api, "
+                     "state, created_at, updated_at) VALUES (?, 'prov_run_1', ?, 'resp_1', 'openai', "
+                     "'openai-responses', 'in_progress', 'x', 'x')", (sid, sim.run_id))
     clock.now += 60
     assert inspect_execution(sd, sid).state == "detached_remote"
     RecoverRun(sd, sim.run_id).apply()

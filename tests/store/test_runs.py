@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator
+from datetime import UTC
 from pathlib import Path
 
 import pytest
 
-from store.mothx.db import OpenMode
 from store.errors import LeaseLost, SessionNotFound, StoreError
+from store.mothx.db import OpenMode
 from store.mothx.leases import LeaseOwner, LeaseSnapshot, acquire_lease, clock_override
 from store.mothx.runs import (
     NON_TERMINAL_STATUSES,
@@ -27,7 +28,6 @@ from store.mothx.runs import (
     append_run_event,
     create_run,
     derive_execution_state,
-    format_rfc3339,
     get_run,
     inspect_execution,
     is_terminal,
@@ -45,6 +45,7 @@ from store.mothx.runs import (
 )
 from store.mothx.sessiondir import SessionDir, open_session_dir
 from store.mothx.simulator import RuntimeSimulator, create_session
+from store.times import format_rfc3339
 
 T0 = 1_900_000_000
 
@@ -141,10 +142,10 @@ def test_one_active_run_per_session(sd: SessionDir, sid: str) -> None:
 
 
 def test_rfc3339_format() -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    assert format_rfc3339(datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)) == "2026-01-02T03:04:05Z"
-    assert format_rfc3339(datetime(2026, 1, 2, 3, 4, 5, 120000, tzinfo=timezone.utc)) == "2026-01-02T03:04:05.12Z"
+    assert format_rfc3339(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)) == "2026-01-02T03:04:05Z"
+    assert format_rfc3339(datetime(2026, 1, 2, 3, 4, 5, 120000, tzinfo=UTC)) == "2026-01-02T03:04:05.12Z"
 
 
 # --- run events -----------------------------------------------------------------------------------------------------
@@ -241,7 +242,7 @@ def _rec(state: str) -> RecoveryRecord:
     return RecoveryRecord("r1", "s", state, "periodic", "owner_lost", 1, 2, "boom", 70, 0, 0, None)
 
 
-REMOTE = ResponseRun(1, "s", "r1", "t", "resp_1", "openai", "openai-responses", "in_progress")
+REMOTE = ResponseRun(1, "s", "prov_run_1", "r1", "resp_1", "openai", "openai-responses", "in_progress")
 
 
 @pytest.mark.parametrize(
@@ -258,10 +259,10 @@ REMOTE = ResponseRun(1, "s", "r1", "t", "resp_1", "openai", "openai-responses", 
         (_facts((_run(source="responses_background"),), response=REMOTE), "detached_remote", "reattach_remote",
          "remote", "none"),
         (_facts((_run(source="responses_background"),), response=ResponseRun(
-            1, "s", "r1", "t", "resp_1", "openai", "openai-responses", "completed")), "detached_remote",
+            1, "s", "prov_run_1", "r1", "resp_1", "openai", "openai-responses", "completed")), "detached_remote",
          "finalize_remote", "remote", "none"),
         (_facts((_run(source="responses_background"),), response=ResponseRun(
-            1, "s", "r1", "t", "", "openai", "openai-responses", "x")), "orphaned", "recover_orphan", "none", "none"),
+            1, "s", "prov_run_1", "r1", "", "openai", "openai-responses", "x")), "orphaned", "recover_orphan", "none", "none"),
         (_facts((_run(),), _lease("recovery")), "reserved", "none", "external", "bound"),
         (_facts((_run(),), _lease("mutation", run_id="")), "inconsistent", "none", "unknown", "legacy_unbound"),
         (_facts((_run(),), _lease("admission", run_id="")), "inconsistent", "none", "unknown", "legacy_unbound"),
@@ -287,6 +288,19 @@ def test_local_state_when_the_lease_is_this_process() -> None:
     assert releasing.phase == "releasing"
 
 
+def test_local_means_the_lease_is_registered_in_this_process(sd: SessionDir, sid: str) -> None:
+    owner = LeaseOwner()
+    with clock_override(T0):
+        RuntimeSimulator(sd, sid, owner=owner).admit()
+        facts = read_execution_facts(sd, sid)
+        assert derive_execution_state(facts, owner).state == "local"
+        assert derive_execution_state(facts, LeaseOwner()).state == "external"
+        assert facts.lease is not None
+        forgotten = LeaseOwner(instance_id=facts.lease.owner_instance_id)  # same instance id, lease not registered
+        assert derive_execution_state(facts, forgotten).state == "external"
+        assert derive_execution_state(facts, owner.instance_id).state == "local"  # by instance id only
+
+
 def test_facts_and_inspection_from_the_database(sd: SessionDir, sid: str) -> None:
     owner = LeaseOwner()
     with clock_override(T0):
@@ -309,7 +323,7 @@ def test_list_runs_pages_filters_and_derives(sd: SessionDir) -> None:
     sessions = [create_session(sd) for _ in range(3)]
     owners = [LeaseOwner() for _ in sessions]
     with clock_override(T0):
-        for i, (s, o) in enumerate(zip(sessions, owners)):
+        for i, (s, o) in enumerate(zip(sessions, owners, strict=True)):
             for _ in range(2):
                 sim = RuntimeSimulator(sd, s, owner=o)
                 sim.admit()

@@ -1,0 +1,227 @@
+"""The Runs screen's listing: runs newest first by keyset, each with its session's lease, derived state and
+recovery record, all read in one transaction.
+
+A damaged row is listed like any other, with its problems (:attr:`RunListing.problems`); an active damaged run
+derives the state ``unknown``. The keyset cursor keeps the raw stored values, so a run whose ``started_at`` or
+``id`` is a ``BLOB`` or ``NULL`` pages like the rest (SQLite orders ``NULL`` lowest, then numbers, text, blobs).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from store.mothx.cells import joined
+from store.mothx.execution import (
+    ExecutionFacts,
+    ExecutionState,
+    LocalOwner,
+    derive_execution_state,
+    recovery_conn,
+    response_run_conn,
+)
+from store.mothx.lease_model import LEASE_COLUMNS, LeaseSnapshot, snapshot_from_row, sqlite_now
+from store.mothx.run_model import (
+    NON_TERMINAL_STATUSES,
+    RECOVERY_COLUMNS,
+    RUN_COLUMNS,
+    RecoveryRecord,
+    Run,
+    recovery_from_row,
+    run_from_row,
+    select_columns,
+)
+from store.mothx.schema import SchemaInfo
+
+if TYPE_CHECKING:
+    from store.mothx.sessiondir import SessionDir
+
+
+@dataclass(frozen=True)
+class RunCursor:
+    """Keyset position in the newest-first run list (``started_at``, ``id``, then the row's rowid)."""
+
+    started_at: str
+    run_id: str
+    raw_started_at: object = field(default=None, compare=False)
+    raw_id: object = field(default=None, compare=False)
+    rowid: int | None = None
+
+
+@dataclass(frozen=True)
+class RunListing:
+    """One row of the Runs screen: the run, its session's lease, the derived state, the recovery record."""
+
+    run: Run
+    lease: LeaseSnapshot | None
+    execution: ExecutionState | None  # the session's derived state when this run is its active run
+    recovery: RecoveryRecord | None
+    key: RunCursor | None = None
+
+    @property
+    def cursor(self) -> RunCursor:
+        return self.key if self.key is not None else RunCursor(self.run.started_at, self.run.id,
+                                                              self.run.started_at, self.run.id)
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """The damaged cells of the run row and its recovery row."""
+        return self.run.problems + (self.recovery.problems if self.recovery is not None else ())
+
+    @property
+    def damaged(self) -> str:
+        return joined(self.problems)
+
+    @property
+    def holder(self) -> str:
+        return self.lease.owner_instance_id if self.lease is not None else ""
+
+    @property
+    def epoch(self) -> int:
+        return self.lease.epoch if self.lease is not None else 0
+
+    @property
+    def expires_at(self) -> int | None:
+        return self.lease.expires_at if self.lease is not None else None
+
+    @property
+    def state(self) -> str:
+        """The derived execution state for an active run; the run's own status once it is terminal."""
+        return self.execution.state if self.execution is not None else self.run.status
+
+
+def _in_marks(values: list[str] | list[object]) -> str:
+    return ",".join("?" * len(values))
+
+
+def _after(c: RunCursor) -> tuple[str, list[object]]:
+    """Rows strictly after ``c`` in ``ORDER BY started_at DESC, id DESC, rowid DESC`` (NULLs sort lowest)."""
+    args: list[object] = []
+
+    def below(col: str, value: object) -> str:
+        if value is None:
+            return "0"
+        args.append(value)
+        return f"({col} < ? OR {col} IS NULL)"
+
+    def same(col: str, value: object) -> str:
+        if value is None:
+            return f"{col} IS NULL"
+        args.append(value)
+        return f"{col} = ?"
+
+    raw_started = c.raw_started_at if c.rowid is not None else c.started_at
+    raw_id = c.raw_id if c.rowid is not None else c.run_id
+    sql = f"({below('started_at', raw_started)} OR ({same('started_at', raw_started)} AND ({below('id', raw_id)}"
+    if c.rowid is not None:
+        sql += f" OR ({same('id', raw_id)} AND rowid < ?)"
+        args.append(c.rowid)
+    return sql + ")))", args
+
+
+def list_runs(
+    sd: SessionDir,
+    *,
+    session_id: str | None = None,
+    active_only: bool = False,
+    limit: int = 200,
+    after: RunCursor | None = None,
+    now: int | None = None,
+    local_instance_id: LocalOwner = None,
+) -> list[RunListing]:
+    """Runs newest first (``started_at``, then id), a keyset page after ``after``, all read in one transaction."""
+    schema = sd.schema
+    if not schema.has("session_runs"):
+        return []
+    where: list[str] = []
+    args: list[object] = []
+    if session_id is not None:
+        where.append("session_id = ?")
+        args.append(session_id)
+    if active_only:
+        where.append(f"status IN ({_in_marks(list(NON_TERMINAL_STATUSES))})")
+        args.extend(NON_TERMINAL_STATUSES)
+    if after is not None:
+        sql, more = _after(after)
+        where.append(sql)
+        args.extend(more)
+    clause = ("WHERE " + " AND ".join(where)) if where else ""
+    with sd.db.read() as conn:
+        t = sqlite_now(conn, now)
+        rows = conn.execute(
+            f"SELECT {select_columns(schema, 'session_runs', RUN_COLUMNS)}, started_at, id, rowid "
+            f"FROM session_runs {clause} ORDER BY started_at DESC, id DESC, rowid DESC LIMIT ?",
+            (*args, limit),
+        ).fetchall()
+        if not rows:
+            return []
+        n = len(RUN_COLUMNS)
+        runs = [(run_from_row(r[:n]), RunCursor("", "", r[n], r[n + 1], r[n + 2])) for r in rows]
+        sessions = sorted({run.session_id for run, _ in runs})
+        facts = _facts_for_sessions(conn, sessions, t, schema)
+        recoveries: dict[str, RecoveryRecord] = {}
+        if schema.has("session_run_recoveries"):
+            ids = [run.id for run, _ in runs]
+            for row in conn.execute(
+                f"SELECT {RECOVERY_COLUMNS} FROM session_run_recoveries WHERE run_id IN ({_in_marks(ids)})", ids
+            ).fetchall():
+                rec = recovery_from_row(row)
+                recoveries.setdefault(rec.run_id, rec)
+    out = []
+    for run, key in runs:
+        f = facts[run.session_id]
+        execution = None
+        if run.active:
+            if run.problems or run.id not in {r.id for r in f.active_runs}:
+                execution = derive_execution_state(
+                    ExecutionFacts(f.session_id, f.now, f.session_exists, (run,), f.lease,
+                                   recoveries.get(run.id), None), local_instance_id)
+            else:
+                execution = derive_execution_state(f, local_instance_id)
+        cursor = RunCursor(run.started_at, run.id, key.raw_started_at, key.raw_id, key.rowid)
+        out.append(RunListing(run=run, lease=f.lease, execution=execution, recovery=recoveries.get(run.id),
+                              key=cursor))
+    return out
+
+
+def _facts_for_sessions(conn: sqlite3.Connection, sessions: list[str], t: int,
+                        schema: SchemaInfo) -> dict[str, ExecutionFacts]:
+    """ExecutionFacts for many sessions with one query per table (inside the caller's read transaction)."""
+    marks = _in_marks(sessions)
+    existing = {r[0] for r in conn.execute(f"SELECT id FROM sessions WHERE id IN ({marks})", sessions)}
+    active: dict[str, list[Run]] = {s: [] for s in sessions}
+    for row in conn.execute(
+        f"SELECT {select_columns(schema, 'session_runs', RUN_COLUMNS)} FROM session_runs WHERE session_id IN ({marks}) "
+        f"AND status IN ({_in_marks(list(NON_TERMINAL_STATUSES))}) ORDER BY started_at DESC",
+        (*sessions, *NON_TERMINAL_STATUSES),
+    ):
+        run = run_from_row(row)
+        active.setdefault(run.session_id, []).append(run)
+    leases: dict[str, LeaseSnapshot] = {}
+    if schema.has("session_runtime_leases"):
+        for row in conn.execute(
+            f"SELECT {LEASE_COLUMNS} FROM session_runtime_leases WHERE session_id IN ({marks})", sessions,
+        ):
+            snap = snapshot_from_row(row, t)
+            leases.setdefault(snap.session_id, snap)
+    out = {}
+    for sid in sessions:
+        runs = tuple(active[sid])
+        first = runs[0] if runs else None
+        out[sid] = ExecutionFacts(
+            session_id=sid, now=t, session_exists=sid in existing, active_runs=runs, lease=leases.get(sid),
+            recovery=recovery_conn(conn, first.id, schema) if first else None,
+            response_run=response_run_conn(conn, sid, first.id, schema) if first else None,
+        )
+    return out
+
+
+def list_orphaned(sd: SessionDir, *, now: int | None = None, local_instance_id: LocalOwner = None,
+                  limit: int = 1000) -> list[RunListing]:
+    """Active runs whose owner is gone: derived state ``orphaned`` or ``recovery_failed``."""
+    return [
+        listing
+        for listing in list_runs(sd, active_only=True, limit=limit, now=now, local_instance_id=local_instance_id)
+        if listing.execution is not None and listing.execution.state in ("orphaned", "recovery_failed")
+    ]
