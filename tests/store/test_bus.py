@@ -914,3 +914,37 @@ def test_bus_threads_are_daemons_and_stop_within_a_second(port: int, tmp_path: P
     elapsed = time.monotonic() - t0
     assert elapsed < 1.0, f"stopping took {elapsed:.2f} s"
     assert not [t for t in started if t.is_alive()]
+
+
+def test_marks_are_lazy_and_a_forgotten_mark_errs_on_the_safe_side() -> None:
+    cache = OwnershipCache(clock=FakeClock(), max_origins=2)
+    cache.apply(msg(src="pid-1-a", seq=1, epoch=1, session_id="s1"))
+    cache.apply(msg(src="pid-2-b", seq=1, epoch=1, session_id="s2"))
+    cache.apply(msg("state_changed", src="pid-1-a", seq=5, epoch=1, session_id="s1"))   # gap: s1 uncertain
+    assert cache.lookup(DB, "s1").reason == "gap" and cache.lookup(DB, "s2").known
+    cache.apply(msg(src="pid-3-c", seq=1, epoch=1, session_id="s3"))
+    # two more origins with gaps push pid-1-a's mark out: a floor keeps s1 (and older entries) uncertain
+    for origin in ("pid-4-d", "pid-5-e"):
+        cache.apply(msg("state_changed", src=origin, seq=1, epoch=1, session_id="zz"))
+        cache.apply(msg("state_changed", src=origin, seq=3, epoch=1, session_id="zz"))
+    assert cache.lookup(DB, "s1").state is OwnershipState.UNCERTAIN
+    cache.apply(msg(src="pid-2-b", seq=2, epoch=1, session_id="s9"))
+    assert cache.lookup(DB, "s9").known  # written after every mark
+
+
+def test_a_flood_with_gaps_and_rebuilds_stays_linear() -> None:
+    lst = BusListener(None, own_origin="me", clock=FakeClock(0))
+    data = []
+    for n in range(1, 20_001):
+        if n % 2:
+            data.append(encode(msg(src="pid-6-flood", seq=2 * n, mid=f"f-{n}", epoch=1, session_id=f"{n:016x}")))
+        else:
+            data.append(encode(msg("database_rebuilt", src="pid-6-flood", seq=2 * n, mid=f"f-{n}")))
+    t0 = time.monotonic()
+    for d in data:
+        lst.handle_datagram(d, LOOPBACK)
+    elapsed = time.monotonic() - t0
+    stats = lst.stats()
+    assert stats.accepted == 20_000 and stats.cache.gaps == 19_999 and stats.cache.entries == 10_000
+    assert elapsed < 15, f"{elapsed:.1f} s for 20,000 datagrams"  # quadratic marking took minutes
+    assert lst.cache.lookup(DB, f"{1:016x}").reason in ("gap", "marked")

@@ -10,6 +10,7 @@ Error messages never carry raw datagram text: what they quote passes :func:`stor
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import math
@@ -167,6 +168,11 @@ def validate(msg: BusMessage) -> None:
             raise InvalidBusMessage(DROP_FIELD_TYPE, f"Lease bus field {key} is not an integer.")
         if value < 0 or value > maximum:
             raise InvalidBusMessage(DROP_INTEGER_RANGE, f"Lease bus field {key} is out of range.")
+    _check_rules(msg)
+
+
+def _check_rules(msg: BusMessage) -> None:
+    """The rules of 16.4 past the field types (which :func:`from_json` has checked already)."""
     if not msg.message_id or _blen(msg.message_id) > MAX_ID_LEN:
         raise InvalidBusMessage(DROP_MESSAGE_ID, "Lease bus messageId is empty or longer than 256 bytes.")
     if not msg.origin_instance_id or _blen(msg.origin_instance_id) > MAX_ID_LEN:
@@ -200,11 +206,19 @@ def _reject_constant(name: str) -> object:
     raise ValueError(f"JSON constant {name} is not allowed")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def is_loopback(addr: object) -> bool:
     """True when ``addr`` (an address string or a ``(host, port)`` tuple) is an IPv4 loopback address."""
     host = addr[0] if isinstance(addr, tuple) and addr else addr
     if not isinstance(host, str):
         return False
+    return _host_is_loopback(host)
+
+
+@functools.lru_cache(maxsize=256)
+def _host_is_loopback(host: str) -> bool:
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
@@ -226,7 +240,7 @@ def decode(data: bytes, source_addr: object = None) -> BusMessage:
     if len(data) > MAX_DATAGRAM:
         raise InvalidBusMessage(DROP_OVERSIZED, f"Lease bus datagram is {len(data)} bytes, over the 4096-byte limit.")
     try:
-        obj = json.loads(bytes(data).decode("utf-8"), parse_constant=_reject_constant)
+        obj = _DECODER.decode(bytes(data).decode("utf-8"))
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise InvalidBusMessage(DROP_NOT_JSON, "Lease bus datagram is not UTF-8 JSON.") from exc
     if not isinstance(obj, dict):
@@ -257,7 +271,7 @@ def from_json(obj: Mapping[str, object]) -> BusMessage:
             raise InvalidBusMessage(DROP_INTEGER_RANGE, f"Lease bus field {key} is out of range.")
         values[attr] = raw
     msg = BusMessage(**values)  # type: ignore[arg-type]
-    validate(msg)
+    _check_rules(msg)
     return msg
 
 

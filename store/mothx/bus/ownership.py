@@ -81,7 +81,8 @@ class OwnershipEntry:
     origin_instance_id: str
     applied_at: float        # cache clock
     from_database: bool = False
-    uncertain_reason: str = ""  # "" | "gap" | "jump" | "restart" | "conflict" | "marked" | "epoch"
+    uncertain_reason: str = ""  # "" | "conflict" | "marked" | "epoch" | "jump" | "restart" (see lookup())
+    tick: int = 0               # write stamp: origin and database marks made after it apply to the entry
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,13 @@ class OwnershipCache:
     """Ownership hints keyed by ``(databaseIdentity, sessionId)`` with the rules of reference 16.5.
 
     Thread-safe. ``clock`` returns seconds (wall time: ``expires_at`` is compared with it); tests inject one.
+
+    Every operation on one message is O(1), so a flood cannot make the listener's thread spin: the dict of
+    entries is kept in write order (the oldest write is forgotten first), and marking every entry of an origin
+    (a gap) or of a database (``database_rebuilt``) is lazy — a mark is a stamp, and an entry written before the
+    stamp reads as uncertain. Marks are bounded too: a forgotten one raises a floor below which every entry is
+    uncertain (the safe side). :meth:`lookup` is the truth; ``entry.uncertain_reason`` holds only the per-entry
+    reasons.
     """
 
     def __init__(self, *, clock: Callable[[], float] = time.time, liveness_s: float = LIVENESS_WINDOW_S,
@@ -147,6 +155,11 @@ class OwnershipCache:
         self._lock = threading.Lock()
         self._entries: dict[Key, OwnershipEntry] = {}
         self._last_seq: OrderedDict[str, int] = OrderedDict()
+        self._tick = 0
+        self._floor = 0  # entries stamped below it are uncertain (a mark was forgotten)
+        self._origin_marks: OrderedDict[str, tuple[int, str]] = OrderedDict()
+        self._db_marks: OrderedDict[str, int] = OrderedDict()
+        self._db_counts: dict[str, int] = {}
         self._applied = 0
         self._gaps = 0
         self._jumps = 0
@@ -175,7 +188,7 @@ class OwnershipCache:
                     self._mark_origin(origin, "gap" if verdict == "gap" else verdict)
             if msg.type == "database_rebuilt":
                 ident = msg.database_identity or msg.path
-                changed = self._mark_database(ident, "marked")
+                changed = self._mark_database(ident)
                 if changed:
                     self._applied += 1
                 return ApplyResult(applied=changed, gap=gap, uncertain=True, jump=jump, restart=restart)
@@ -188,7 +201,7 @@ class OwnershipCache:
                     if msg.epoch < existing.epoch:
                         stale = True
                     else:
-                        del self._entries[key]
+                        self._pop(key)
                         applied = True
             elif msg.type in ("acquired", "ownership_snapshot"):
                 if existing is not None and msg.epoch < existing.epoch:
@@ -199,8 +212,7 @@ class OwnershipCache:
                     self._entries[key] = replace(existing, uncertain_reason="conflict")
                     applied = True
                 else:
-                    self._entries.pop(key, None)  # re-inserted last: the dict is in write order
-                    self._entries[key] = OwnershipEntry(
+                    self._put(key, OwnershipEntry(
                         database_identity=msg.database_identity, session_id=msg.session_id,
                         owner_instance_id=msg.owner_instance_id, owner_pid=msg.owner_pid, epoch=msg.epoch,
                         purpose=msg.origin, run_id=msg.run_id,
@@ -208,9 +220,8 @@ class OwnershipCache:
                                                       and existing.epoch == msg.epoch else ""),
                         phase=msg.phase, expires_at=msg.expires_at, seq=msg.seq, origin_instance_id=origin,
                         applied_at=now,
-                    )
+                    ))
                     applied = True
-                    self._trim()
             elif msg.type == "state_changed":
                 if existing is not None:
                     if msg.epoch and msg.epoch < existing.epoch:
@@ -277,17 +288,15 @@ class OwnershipCache:
         with self._lock:
             key = (database_identity, session_id)
             if lease is None or lease.state != "active" or lease.expired:
-                self._entries.pop(key, None)
+                self._pop(key)
                 return
-            self._entries.pop(key, None)
-            self._entries[key] = OwnershipEntry(
+            self._put(key, OwnershipEntry(
                 database_identity=database_identity, session_id=session_id,
                 owner_instance_id=lease.owner_instance_id, owner_pid=lease.owner_pid, epoch=lease.epoch,
                 purpose=lease.purpose, run_id=lease.run_id, run_status=run_status, phase=phase,
                 expires_at=lease.expires_at, seq=0, origin_instance_id="", applied_at=self._clock(),
                 from_database=True,
-            )
-            self._trim()
+            ))
 
     def mark_uncertain(self, database_identity: str, session_id: str) -> None:
         """Force the next lookup of one session to say "re-read SQLite"."""
@@ -302,9 +311,10 @@ class OwnershipCache:
         with self._lock:
             if database_identity is None:
                 self._entries.clear()
+                self._db_counts.clear()
             else:
                 for key in [k for k in self._entries if k[0] == database_identity]:
-                    del self._entries[key]
+                    self._pop(key)
 
     def lookup(self, database_identity: str, session_id: str) -> OwnershipLookup:
         with self._lock:
@@ -337,30 +347,62 @@ class OwnershipCache:
     def _state_of(self, entry: OwnershipEntry | None, now: float) -> OwnershipLookup:
         if entry is None:
             return OwnershipLookup(OwnershipState.UNKNOWN, None, "absent")
-        if entry.uncertain_reason:
-            return OwnershipLookup(OwnershipState.UNCERTAIN, entry, entry.uncertain_reason)
+        reason = entry.uncertain_reason or self._mark_of(entry)
+        if reason:
+            return OwnershipLookup(OwnershipState.UNCERTAIN, entry, reason)
         if now - entry.applied_at > self.liveness_s:
             return OwnershipLookup(OwnershipState.UNCERTAIN, entry, "stale")
         if entry.expires_at and entry.expires_at <= now:
             return OwnershipLookup(OwnershipState.UNCERTAIN, entry, "expired")
         return OwnershipLookup(OwnershipState.KNOWN, entry, "")
 
+    def _mark_of(self, entry: OwnershipEntry) -> str:
+        """The reason of a lazy mark made after ``entry`` was written ("" when there is none)."""
+        if entry.tick < self._floor:
+            return "marked"
+        mark = self._origin_marks.get(entry.origin_instance_id)
+        if mark is not None and mark[0] > entry.tick:
+            return mark[1]
+        db_mark = self._db_marks.get(entry.database_identity)
+        if db_mark is not None and db_mark > entry.tick:
+            return "marked"
+        return ""
+
+    def _stamp(self) -> int:
+        self._tick += 1
+        return self._tick
+
     def _mark_origin(self, origin: str, reason: str) -> None:
-        for key, entry in self._entries.items():
-            if entry.origin_instance_id == origin:
-                self._entries[key] = replace(entry, uncertain_reason=reason)
+        marks = self._origin_marks
+        marks[origin] = (self._stamp(), reason)
+        marks.move_to_end(origin)
+        while len(marks) > self._max_origins:
+            _, (tick, _) = marks.popitem(last=False)
+            self._floor = max(self._floor, tick)
 
-    def _mark_database(self, ident: str, reason: str) -> bool:
-        changed = False
-        for key, entry in self._entries.items():
-            if key[0] == ident:
-                self._entries[key] = replace(entry, uncertain_reason=reason)
-                changed = True
-        return changed
+    def _mark_database(self, ident: str) -> bool:
+        """Mark every entry of one database uncertain; True when it has any."""
+        marks = self._db_marks
+        marks[ident] = self._stamp()
+        marks.move_to_end(ident)
+        while len(marks) > self._max_origins:
+            _, tick = marks.popitem(last=False)
+            self._floor = max(self._floor, tick)
+        return self._db_counts.get(ident, 0) > 0
 
-    def _trim(self) -> None:
-        """Forget the entries written longest ago (O(1) each: the dict is kept in write order)."""
+    def _put(self, key: Key, entry: OwnershipEntry) -> None:
+        """Write a fresh entry (stamped now, so no earlier mark applies) as the newest; forget the oldest."""
         entries = self._entries
+        if entries.pop(key, None) is None:
+            self._db_counts[key[0]] = self._db_counts.get(key[0], 0) + 1
+        entries[key] = replace(entry, tick=self._stamp())
         while len(entries) > self._max_entries:
-            del entries[next(iter(entries))]
+            self._pop(next(iter(entries)))
 
+    def _pop(self, key: Key) -> None:
+        if self._entries.pop(key, None) is not None:
+            left = self._db_counts.get(key[0], 0) - 1
+            if left > 0:
+                self._db_counts[key[0]] = left
+            else:
+                self._db_counts.pop(key[0], None)
