@@ -54,7 +54,7 @@ class FakeClock:
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("0.0.0.0", 0))
+        s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 

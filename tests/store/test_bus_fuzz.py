@@ -276,7 +276,7 @@ BATCHES, BATCH = 30, 50  # a batch fits the listener's receive buffer, so the ke
 
 def test_fuzz_over_real_udp(monkeypatch: pytest.MonkeyPatch) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("0.0.0.0", 0))
+        s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     monkeypatch.setenv("MOTHX_RUNTIME_BUS_PORT", str(port))
     hints: queue.Queue[BusHint] = queue.Queue()

@@ -49,7 +49,7 @@ async def wait_for(pilot: Pilot[Any], condition: Callable[[], bool], what: str,
 
 def free_udp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("0.0.0.0", 0))
+        s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
@@ -423,3 +423,32 @@ async def test_runs_screen_follows_another_process(demo_dir: Path) -> None:
         await wait_for(pilot, lambda: lst.rows[0].run_id == params[0], "the new run at the top")
         assert lst.selected is not None and lst.selected.run_id == kept.run_id, "the cursor stays on its run"
         assert params[0] in lst.changed
+
+
+async def test_stopping_live_updates_leaves_no_thread_behind(demo_dir: Path) -> None:
+    """Quitting always quits: every thread live updates start is a daemon, and stop() ends them within 1 s."""
+    import threading
+    import time
+
+    from store.mothx.sessiondir import open_session_dir
+
+    class FakeApp:
+        def post_message(self, message: object) -> bool:
+            return True
+
+        def call_from_thread(self, *args: object, **kwargs: object) -> None:
+            pass
+
+    before = set(threading.enumerate())
+    with open_session_dir(demo_dir, OpenMode.READ_WRITE) as sd:
+        live = LiveUpdates(FakeApp(), sd, bus=True, watch=True, port=free_udp_port(), publish=True)  # type: ignore[arg-type]
+        live.start(wait=True)
+        assert live.listener is not None and live.listener.available
+        assert live.watcher is not None and live.watcher.available
+        started = [t for t in threading.enumerate() if t not in before]
+        assert len(started) >= 2 and all(t.daemon for t in started), [(t.name, t.daemon) for t in started]
+        t0 = time.monotonic()
+        live.stop()
+        elapsed = time.monotonic() - t0
+        assert elapsed < 1.0, f"stop took {elapsed:.2f} s"
+        assert not [t.name for t in started if t.is_alive()]
