@@ -1,9 +1,9 @@
 """Key-to-paint latency on the Sessions screen during a lease-bus flood, against the same without a flood.
 
     .venv/bin/python -m tests.benchmarks.bench_bus [--datagrams N] [--samples N] [--kind rebuilt|acquired|mixed]
-                                                   [--sender thread|process]
+                                                   [--sender thread|process] [--dir PATH]
 
-The app runs headless on a private copy of the demo directory (``SessionscopeApp(demo_dir, READ_WRITE,
+The app runs headless on a private copy of the demo directory (or of ``--dir``) (``SessionscopeApp(demo_dir, READ_WRITE,
 live=True)``, live updates on, the bus on a private UDP port). A sample presses ``j`` and measures the time until
 the list draws the row under the moved cursor (``SessionList._row_strip`` with ``is_cursor`` for that row, on the
 compositor's next refresh).
@@ -216,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kind", choices=("rebuilt", "acquired", "mixed"), default="mixed")
     parser.add_argument("--sender", choices=("thread", "process"), default="thread",
                         help="flood from a thread of the app's process (default) or from another process")
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="a session directory to copy and use instead of the demo (e.g. bench_runs' 10,000)")
     parser.add_argument("--send", nargs=5, metavar=("PORT", "N", "KIND", "IDENT", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.send:  # the child of --sender process
@@ -226,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="sessionscope-bench-bus-"))
     try:
-        master = ensure_demo(Path(tempfile.gettempdir()) / "sessionscope-bench" / "demo" / "sessions")
+        master = args.dir or ensure_demo(Path(tempfile.gettempdir()) / "sessionscope-bench" / "demo" / "sessions")
         folder = work / "sessions"
         shutil.copytree(master, folder)
         r = asyncio.run(_run(folder, args))
@@ -235,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet, flood = r["quiet"], r["flood"]
     assert isinstance(quiet, list) and isinstance(flood, list)
     ratio = statistics.median(flood) / statistics.median(quiet)
-    print(f"demo directory, {r['sessions']} sessions; flood of {args.datagrams:,} {args.kind} datagrams "
+    print(f"{'demo' if args.dir is None else 'copied'} directory, {r['sessions']} sessions; flood of {args.datagrams:,} {args.kind} datagrams "
           f"from a {args.sender} over {r['flood_s']:.2f} s (received {r['received']:,}, accepted {r['accepted']:,})")
     print(f"key → paint, quiet: {_ms(quiet)}")
     print(f"key → paint, flood: {_ms(flood)}")
