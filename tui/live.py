@@ -9,11 +9,16 @@
   entries, run events, runs or leases changed (or that something it cannot attribute did: refresh everything
   shown).
 
-Both run on their own threads. They only add session ids to a pending set; the first addition posts one
+Both run on their own threads. They only add session ids to one pending set; the first addition posts one
 :class:`LiveFlush` to the app, whose handler calls :meth:`LiveUpdates.flush` on the UI thread, which hands the
-whole set to every screen of the stack as one :class:`LiveChanged`. A flood of datagrams therefore costs one
-message per UI turn, and each screen re-reads at most one batch at a time (the next batch waits for the last
-read to finish).
+whole set to every screen of the stack as one :class:`LiveChanged`. Batches are paced: the first change after a
+quiet spell is handed over at once, later ones at most once per flush interval (a timer on the UI side flushes
+what gathered meanwhile). The interval is :data:`FLUSH_INTERVAL_S` (50 ms) and doubles, up to
+:data:`MAX_FLUSH_INTERVAL_S` (250 ms), for as long as every batch had to wait for it — a sustained flood costs
+at most four batches a second, a runtime's occasional announcement is shown at once. The pending set is bounded: an "everything changed" hint (``database_rebuilt``,
+an unexplained file change) absorbs the ids, and more than :data:`MAX_PENDING` distinct ids become "everything".
+A flood of 30,000 datagrams therefore costs the UI O(1) messages and at most one batch per flush interval, and
+each screen re-reads at most one batch at a time (the next batch waits for the last read to finish).
 
 A notification is only a hint. Nothing a datagram carries is ever shown: the screens re-read the named
 sessions from SQLite and show what the database says.
@@ -26,8 +31,10 @@ With ``publish=True`` (read-write mode) the lease engine's publish hook is conne
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
@@ -37,6 +44,18 @@ if TYPE_CHECKING:
     from store.mothx.bus import BusHint, BusListener, BusPublisher
     from store.mothx.sessiondir import SessionDir
     from store.mothx.watch import SessionDirWatcher, WatchHint
+
+
+FLUSH_INTERVAL_S = 0.05
+"""The shortest time between two batches of live changes handed to the screens."""
+
+MAX_FLUSH_INTERVAL_S = 0.25
+"""The longest: while changes keep coming (every batch had to wait), the interval doubles up to this."""
+
+MAX_PENDING = 256
+"""More distinct pending session ids than this are handed over as "everything changed"."""
+
+JOIN_TIMEOUT_S = 1.0
 
 
 class LiveFlush(Message):
@@ -70,7 +89,7 @@ class LiveStats:
 class LiveUpdates:
     """Listens on the lease bus and watches the session directory; tells the app's screens what to re-read."""
 
-    def __init__(self, app: App[object], sd: SessionDir, *, bus: bool = True, watch: bool = True,
+    def __init__(self, app: App[Any], sd: SessionDir, *, bus: bool = True, watch: bool = True,
                  port: int | None = None, publish: bool = False) -> None:
         self.app = app
         self.sd = sd
@@ -93,12 +112,19 @@ class LiveUpdates:
         self._probes = 0
         self._flushes = 0
         self._reopen_noted = False
+        self._last_flush = float("-inf")
+        self._timer_armed = False
+        self._streak = 0  # consecutive batches that had to wait for the interval
+        self._start_thread: threading.Thread | None = None
+        self.flush_interval = FLUSH_INTERVAL_S
+        self.clock: Callable[[], float] = time.monotonic
 
     # --- lifecycle --------------------------------------------------------------------------------------------
 
     def start(self, *, wait: bool = False) -> None:
         """Bind the bus, start watching and take the change probe's baseline (on a thread; ``wait`` blocks)."""
         thread = threading.Thread(target=self._start, name="sessionscope-live-start", daemon=True)
+        self._start_thread = thread
         thread.start()
         if wait:
             self._started.wait(10.0)
@@ -129,8 +155,15 @@ class LiveUpdates:
                 self._close()
 
     def stop(self) -> None:
-        """Stop listening and watching, and disconnect the publisher. Safe to call more than once."""
+        """Stop listening and watching, and disconnect the publisher. Safe to call more than once.
+
+        Every thread involved is a daemon; the start-up thread is joined for at most a second (it closes what it
+        opened itself when it finishes after this), the listener's and the watcher's by their ``close``/``stop``.
+        """
         self._stopped = True
+        thread = self._start_thread
+        if thread is not None and thread is not threading.current_thread() and not self._started.is_set():
+            thread.join(timeout=JOIN_TIMEOUT_S)
         if self._started.is_set():
             self._close()
 
@@ -192,9 +225,15 @@ class LiveUpdates:
 
     def _add(self, sessions: tuple[str, ...] | frozenset[str], *, everything: bool = False, source: str) -> None:
         with self._lock:
-            self._pending.update(sessions)
-            self._everything |= everything
             self._sources.add(source)
+            if everything or self._everything:
+                self._everything = True  # absorbs every id: the screens re-read all they show
+                self._pending.clear()
+            else:
+                self._pending.update(sessions)
+                if len(self._pending) > MAX_PENDING:
+                    self._everything = True
+                    self._pending.clear()
             if self._posted:
                 return
             self._posted = True
@@ -212,9 +251,37 @@ class LiveUpdates:
         return LiveChanged(frozenset(sessions), everything, "+".join(sorted(sources)))
 
     def flush(self) -> None:
-        """On the UI thread: hand the pending changes to every screen of the stack."""
+        """On the UI thread: hand the pending changes to every screen of the stack.
+
+        Paced: called sooner than :attr:`interval` after the previous batch, it arms one timer for the rest
+        of the interval instead (until then the sources post nothing more: the pending set just grows).
+        """
         if self._stopped:
             return
+        now = self.clock()
+        wait = self._last_flush + self.interval - now
+        if wait > 0:
+            if not self._timer_armed:
+                self._timer_armed = True
+                self.app.set_timer(wait, self._timer_flush, name="live-flush")
+            return
+        self._streak = 0
+        self._hand_over(now)
+
+    @property
+    def interval(self) -> float:
+        """The current flush interval: :attr:`flush_interval`, doubled for each batch in a row that waited."""
+        return min(MAX_FLUSH_INTERVAL_S, self.flush_interval * (1 << self._streak))
+
+    def _timer_flush(self) -> None:
+        self._timer_armed = False
+        if self._stopped:
+            return
+        self._streak = min(self._streak + 1, 8)
+        self._hand_over(self.clock())
+
+    def _hand_over(self, now: float) -> None:
+        self._last_flush = now
         changed = self.take()
         if changed is None:
             return
@@ -240,13 +307,13 @@ class LiveUpdates:
         return "live: " + " + ".join(parts) if parts else "live: off"
 
 
-def deliver(app: App[object], changed: LiveChanged) -> None:
+def deliver(app: App[Any], changed: LiveChanged) -> None:
     """Hand ``changed`` to every screen of the stack (each re-reads what it shows; hidden ones too)."""
     for screen in list(app.screen_stack):
         screen.post_message(LiveChanged(changed.sessions, changed.everything, changed.source))
 
 
-def live_wanted(app: App[object], asked: bool | None) -> bool:
+def live_wanted(app: App[Any], asked: bool | None) -> bool:
     """Live updates run when asked, and by default only outside tests (a headless app keeps snapshots still)."""
     if asked is not None:
         return asked

@@ -1,8 +1,10 @@
 """File watching of a session directory, and a cheap probe of what changed in ``sessions.db``.
 
 Writers that do not announce themselves on the lease bus still change ``sessions.db`` and its ``-wal``.
-:class:`SessionDirWatcher` watches those files (with watchfiles: inotify on Linux, nothing is ever written in the
-directory) in a daemon thread and calls ``on_change(WatchHint)`` once per burst of changes.
+:class:`SessionDirWatcher` watches those files (with ``watchfiles.watch``, its public API: inotify on Linux,
+nothing is ever written in the directory) in a daemon thread and calls ``on_change(WatchHint)`` once per burst of
+changes. The same machinery is open to other modules: :class:`FileFollower` follows some files of one folder and
+:func:`follow_file` one file (``follow_file(path, on_change, stop_event)``).
 
 A hint says only *that* something changed. :func:`change_probe` then tells *what* changed since its previous
 call on the same open directory — ``PRAGMA data_version``, the highest ``entries.seq`` and
@@ -16,17 +18,19 @@ says when the application should reopen it read-only again, which then picks the
 
 from __future__ import annotations
 
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from store.mothx.db import OpenMode
 from store.errors import StoreError
-from store.paths import SESSIONS_DB
+from store.mothx.db import OpenMode
 from store.mothx.schema import RUN_ACTIVE_STATUSES
+from store.paths import SESSIONS_DB
+from store.safetext import one_line
 
 if TYPE_CHECKING:
     import sqlite3
@@ -35,6 +39,9 @@ if TYPE_CHECKING:
 
 DEBOUNCE_MS = 100
 STEP_MS = 20
+READY_PROBE_MS = 100   # watchfiles' rust_timeout: the first empty yield after it says the watch is in place
+START_TIMEOUT_S = 5.0
+JOIN_TIMEOUT_S = 1.0
 WATCHED_NAMES = (SESSIONS_DB, SESSIONS_DB + "-wal", SESSIONS_DB + "-shm", SESSIONS_DB + "-journal")
 STALE_ACCESS = ("immutable", "private copy")
 
@@ -106,77 +113,200 @@ class WatcherStats:
     last_change_at: float | None
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Following files (watchfiles' public API)
+
+FileChanges = set[tuple[int, str]]
+"""What one burst holds: ``(watchfiles.Change, path)`` pairs (``Change`` is an ``IntEnum``: 1 added, 2 modified,
+3 deleted)."""
+
+
+class _EitherEvent:
+    """``is_set()`` of two events: watchfiles stops when the follower's own event or the caller's one is set."""
+
+    def __init__(self, own: threading.Event, other: threading.Event | None) -> None:
+        self.own = own
+        self.other = other
+
+    def is_set(self) -> bool:
+        return self.own.is_set() or (self.other is not None and self.other.is_set())
+
+
+class FileFollower:
+    """Calls ``on_change(changes)`` once per burst of changes of some files of one folder, in a daemon thread.
+
+    Built on ``watchfiles.watch`` (inotify on Linux; nothing is ever written in the folder), not recursive, only
+    the ``names`` given (every file of the folder when ``names`` is None). A burst is delivered when no new change
+    came for ``step_ms``, and at the latest ``debounce_ms`` after its first change; changes that happen while
+    ``on_change`` runs are delivered in the next call. A failing ``on_change`` is counted, never fatal.
+
+    :meth:`start` returns once the folder is being watched (changes made after it returns are seen), or False
+    with :attr:`status` saying why not; it never raises. Watching ends on :meth:`stop` (which joins the thread
+    for at most :data:`JOIN_TIMEOUT_S`) or when ``stop_event`` is set.
+    """
+
+    def __init__(self, folder: str | Path, names: Collection[str] | None, on_change: Callable[[FileChanges], None],
+                 *, stop_event: threading.Event | None = None, debounce_ms: int = DEBOUNCE_MS,
+                 step_ms: int = STEP_MS, force_polling: bool | None = None, name: str = "file-follow") -> None:
+        self.folder = Path(folder)
+        self.names = frozenset(names) if names is not None else None
+        self.on_change = on_change
+        self.debounce_ms = debounce_ms
+        self.step_ms = step_ms
+        self.force_polling = force_polling
+        self.name = name
+        self.available = False
+        self.status = "file watching not started"
+        self.bursts = 0
+        self.callback_errors = 0
+        self._own_stop = threading.Event()
+        self._stop = _EitherEvent(self._own_stop, stop_event)
+        self._ready = threading.Event()
+        self._error = ""
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    def start(self) -> bool:
+        with self._lock:
+            if self._closed or self._stop.is_set():
+                self.status = "file watching unavailable: the watcher was stopped"
+                return False
+            if self._thread is not None:
+                return self.available
+            if not self.folder.is_dir():
+                self.status = f"file watching unavailable: {one_line(self.folder)} is not a folder"
+                return False
+            thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+            self._thread = thread
+            thread.start()
+        if not self._ready.wait(START_TIMEOUT_S):
+            self.status = "file watching unavailable: the watcher did not start"
+            self.stop()
+            return False
+        if self._error:
+            self.status = f"file watching unavailable: {self._error}"
+            return False
+        self.available = True
+        self.status = f"watching {one_line(self.folder)}"
+        return True
+
+    def stop(self) -> None:
+        """Stop watching and wait (at most a second) for the thread. Safe to call more than once."""
+        with self._lock:
+            self._closed = True
+            self._own_stop.set()
+            thread = self._thread
+            was = self.available
+            self.available = False
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=JOIN_TIMEOUT_S)
+        if was:
+            self.status = "file watching stopped"
+
+    def _keep(self, change: object, path: str) -> bool:
+        return self.names is None or os.path.basename(path) in self.names
+
+    def _run(self) -> None:
+        try:
+            import watchfiles
+
+            # yield_on_timeout: the first (empty) yield says the watch is in place; later ones are ignored
+            changes_iter = watchfiles.watch(
+                self.folder, watch_filter=self._keep, debounce=self.debounce_ms, step=self.step_ms,
+                stop_event=self._stop, rust_timeout=READY_PROBE_MS, yield_on_timeout=True, raise_interrupt=False,
+                force_polling=self.force_polling, recursive=False)
+            for changes in changes_iter:
+                self._ready.set()
+                if not changes:
+                    continue
+                self.bursts += 1
+                try:
+                    self.on_change({(int(kind), path) for kind, path in changes})
+                except Exception:  # noqa: BLE001 - a consumer's bug must not stop watching
+                    self.callback_errors += 1
+        except Exception as exc:  # noqa: BLE001 - watching is optional; e.g. the folder was removed
+            self._error = one_line(exc) or type(exc).__name__
+            if self._ready.is_set():
+                self.available = False
+                self.status = f"file watching stopped: {self._error}"
+        finally:
+            self._ready.set()
+
+
+def follow_file(path: str | Path, on_change: Callable[[frozenset[str]], None],
+                stop_event: threading.Event | None = None, *, debounce_ms: int = DEBOUNCE_MS,
+                step_ms: int = STEP_MS) -> FileFollower:
+    """Follow one file: ``on_change(kinds)`` after each burst of its changes, ``kinds`` ⊆ {added, modified,
+    deleted}.
+
+    The file need not exist yet (its folder must): creating, replacing (``os.replace`` onto it) and deleting it
+    are seen. Returns the started :class:`FileFollower` (check ``.available`` / ``.status``); stop it with
+    ``.stop()`` or by setting ``stop_event``. The callback runs on the follower's daemon thread::
+
+        follower = follow_file(sd.root / "sessions.db-wal", lambda kinds: app.call_from_thread(refresh))
+        ...
+        follower.stop()
+    """
+    target = Path(path)
+
+    def deliver(changes: FileChanges) -> None:
+        on_change(frozenset(_CHANGE_NAMES.get(kind, "modified") for kind, _ in changes))
+
+    follower = FileFollower(target.parent, (target.name,), deliver, stop_event=stop_event,
+                            debounce_ms=debounce_ms, step_ms=step_ms, name=f"follow-{target.name}")
+    follower.start()
+    return follower
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The session directory watcher
+
+
 class SessionDirWatcher:
     """Watches ``sessions.db``, ``-wal``, ``-shm`` and ``-journal`` in one directory (not recursively).
 
-    Changes are grouped: a burst is delivered when no new change came for ``step_ms``, and at the latest
-    ``debounce_ms`` after its first change; changes that happen while ``on_change`` runs are delivered in the
-    next call. ``start()`` never raises: it returns False with :attr:`status` explaining why.
+    A :class:`FileFollower` on those four names: changes are grouped (a burst is delivered when no new change came
+    for ``step_ms``, and at the latest ``debounce_ms`` after its first change; changes that happen while
+    ``on_change`` runs are delivered in the next call) and turned into one :class:`WatchHint` per burst.
+    ``start()`` never raises: it returns False with :attr:`status` explaining why. The thread is a daemon;
+    ``stop()`` joins it for at most a second.
     """
 
     def __init__(self, root: str | Path, on_change: WatchCallback | None = None, *,
                  debounce_ms: int = DEBOUNCE_MS, step_ms: int = STEP_MS, force_polling: bool | None = None) -> None:
         self.root = Path(root)
         self.on_change = on_change
-        self.debounce_ms = debounce_ms
-        self.step_ms = step_ms
-        self.force_polling = force_polling
-        self.available = False
-        self.status = "file watching not started"
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._notify: object | None = None
-        self._lock = threading.Lock()
-        self._closed = False
-        self._bursts = 0
+        self._follower = FileFollower(self.root, WATCHED_NAMES, self._burst, debounce_ms=debounce_ms,
+                                      step_ms=step_ms, force_polling=force_polling, name="sessions-db-watch")
         self._hints = 0
         self._callback_errors = 0
         self._last_change_at: float | None = None
 
+    @property
+    def available(self) -> bool:
+        return self._follower.available
+
+    @property
+    def status(self) -> str:
+        return self._follower.status
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        """The watching thread (a daemon), once started."""
+        return self._follower.thread
+
     def start(self) -> bool:
         """Begin watching (changes made after this returns are seen). False when watching is impossible."""
-        with self._lock:
-            if self._closed:
-                self.status = "file watching unavailable: the watcher was stopped"
-                return False
-            if self._thread is not None:
-                return True
-            if not self.root.is_dir():
-                self.status = f"file watching unavailable: {self.root} is not a folder"
-                return False
-            try:
-                from watchfiles.main import RustNotify, _default_force_polling, _default_poll_delay_ms
-
-                notify = RustNotify([str(self.root)], False, _default_force_polling(self.force_polling),
-                                    _default_poll_delay_ms(300), False, True)
-            except Exception as exc:  # noqa: BLE001 - watching is optional; the bus and manual refresh remain
-                self.status = f"file watching unavailable: {exc}"
-                return False
-            self._notify = notify
-            self.available = True
-            self.status = f"watching {self.root}"
-            self._thread = threading.Thread(target=self._run, args=(notify,), name="sessions-db-watch", daemon=True)
-            self._thread.start()
-            return True
+        return self._follower.start()
 
     def stop(self) -> None:
-        """Stop watching and wait for the thread. Safe to call more than once."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            self._stop.set()
-            thread, self._thread = self._thread, None
-            self.available = False
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=2.0)
-        notify, self._notify = self._notify, None
-        if notify is not None:
-            try:
-                notify.close()  # type: ignore[attr-defined]
-            except Exception:  # noqa: BLE001
-                pass
-        self.status = "file watching stopped"
+        """Stop watching and wait (at most a second) for the thread. Safe to call more than once."""
+        self._follower.stop()
 
     close = stop
 
@@ -187,36 +317,25 @@ class SessionDirWatcher:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _run(self, notify: object) -> None:
-        watch = notify.watch  # type: ignore[attr-defined]
-        while not self._stop.is_set():
-            try:
-                raw = watch(self.debounce_ms, self.step_ms, 1000, self._stop)
-            except Exception as exc:  # noqa: BLE001 - e.g. the folder was removed
-                self.available = False
-                self.status = f"file watching stopped: {exc}"
-                return
-            if isinstance(raw, str):  # 'timeout' | 'stop' | 'signal'
-                if raw == "stop":
-                    return
-                continue
-            self._bursts += 1
-            hint = hint_from_changes(raw)
-            if hint is None:
-                continue
-            self._hints += 1
-            self._last_change_at = hint.at
-            callback = self.on_change
-            if callback is None:
-                continue
-            try:
-                callback(hint)
-            except Exception:  # noqa: BLE001 - a consumer's bug must not stop watching
-                self._callback_errors += 1
+    def _burst(self, raw: FileChanges) -> None:
+        hint = hint_from_changes(raw)
+        if hint is None:
+            return
+        self._hints += 1
+        self._last_change_at = hint.at
+        callback = self.on_change
+        if callback is None:
+            return
+        try:
+            callback(hint)
+        except Exception:  # noqa: BLE001 - a consumer's bug must not stop watching
+            self._callback_errors += 1
 
     def stats(self) -> WatcherStats:
-        return WatcherStats(available=self.available, status=self.status, bursts=self._bursts, hints=self._hints,
-                            callback_errors=self._callback_errors, last_change_at=self._last_change_at)
+        f = self._follower
+        return WatcherStats(available=f.available, status=f.status, bursts=f.bursts, hints=self._hints,
+                            callback_errors=self._callback_errors + f.callback_errors,
+                            last_change_at=self._last_change_at)
 
 
 def needs_reopen(sd: SessionDir) -> bool:

@@ -10,7 +10,9 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -29,6 +31,9 @@ from store.mothx.bus import (
     encode,
     from_json,
 )
+
+if TYPE_CHECKING:
+    from store.mothx.leases import LeaseSnapshot
 
 REPO = Path(__file__).resolve().parents[2]
 LOOPBACK = ("127.0.0.1", 40000)
@@ -49,7 +54,7 @@ class FakeClock:
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("0.0.0.0", 0))
+        s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
@@ -225,16 +230,16 @@ def test_loopback_sources_are_accepted(addr: object) -> None:
     assert isinstance(decode(raw(BASE), addr), BusMessage)
 
 
-_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
+_text = st.text(st.characters(blacklist_categories=["Cs"]), max_size=40)
 
 
 @settings(max_examples=150, deadline=None)
 @given(
     kind=st.sampled_from(bus.LEASE_TYPES),
-    mid=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=60),
-    origin_id=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=60),
-    session=st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=60),
-    ident=_text, origin=st.text(st.characters(blacklist_categories=("Cs",)), max_size=30),
+    mid=st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=60),
+    origin_id=st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=60),
+    session=st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=60),
+    ident=_text, origin=st.text(st.characters(blacklist_categories=["Cs"]), max_size=30),
     owner=_text, pid=st.integers(0, 2**31 - 1), run_id=_text, epoch=st.integers(0, 2**63 - 1),
     expires=st.integers(0, 2**63 - 1), seq=st.integers(0, 2**64 - 1), status=_text, phase=_text,
 )
@@ -390,7 +395,7 @@ def test_prime_and_mark_uncertain() -> None:
     assert cache.lookup(DB, SID).state is OwnershipState.UNKNOWN
 
 
-def _snapshot(*, state: str, expires_at: int, now: int) -> object:
+def _snapshot(*, state: str, expires_at: int, now: int) -> LeaseSnapshot:
     from store.mothx.leases import snapshot_from_row
 
     row = (SID, "pid-4-dddd", 4, "process", "h" * 64, 2, "run1", "execution", state, now - 1, now, expires_at, now)
@@ -747,3 +752,199 @@ def test_snapshot_announces_held_leases(port: int, tmp_path: Path) -> None:
         guard.release()
         lst.close()
         sd.close()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A forged sequence number cannot mute an origin
+
+
+REAL = "pid-42-realruntime"
+
+
+def _feed(lst: BusListener, seq: int, mid: str, kind: str = "state_changed", **fields: object) -> BusHint | None:
+    return lst.handle_datagram(encode(msg(kind, src=REAL, seq=seq, mid=mid, **fields)), LOOPBACK)
+
+
+def test_forged_max_seq_does_not_mute_the_real_runtime() -> None:
+    hints: list[BusHint] = []
+    lst = BusListener(hints.append, own_origin="me", clock=FakeClock(0))
+    assert _feed(lst, 42, "real-42", "acquired", epoch=1) is not None
+    forged = _feed(lst, 2**64 - 1, "forged-1", "released", epoch=1)
+    assert forged is not None and forged.gap  # delivered as a hint (re-read SQLite), never as a fact
+    assert lst.cache.last_seq(REAL) == 42, "an implausible jump does not move the mark"
+    got43, got44 = _feed(lst, 43, "real-43"), _feed(lst, 44, "real-44")
+    assert got43 is not None and got44 is not None and not got44.gap
+    # the real runtime's replayed datagrams are still dropped (by messageId), and a stale seq too
+    assert _feed(lst, 44, "real-44") is None
+    assert _feed(lst, 43, "real-43b") is None
+    stats = lst.stats()
+    assert stats.dropped == {"duplicate": 1, "stale_seq": 1}
+    assert stats.cache.seq_jumps == 1 and stats.cache.seq_restarts == 0
+    assert [h.message_id for h in hints] == ["real-42", "forged-1", "real-43", "real-44"]
+
+
+def test_a_forged_first_message_is_undone_by_the_real_numbering() -> None:
+    """The forger speaks first (we just started listening): its huge seq is the origin's first, so it is the
+    mark; the real runtime's next seq is far below it, which is a restart: delivered, and the window reset."""
+    hints: list[BusHint] = []
+    lst = BusListener(hints.append, own_origin="me", clock=FakeClock(0))
+    cache = lst.cache
+    assert _feed(lst, 2**64 - 1, "forged-first", "acquired", epoch=1) is not None
+    for seq in (43, 44, 45):
+        assert _feed(lst, seq, f"real-{seq}", "acquired", epoch=1) is not None, seq
+    assert cache.last_seq(REAL) == 45 and cache.stats().seq_restarts == 1
+    assert cache.lookup(DB, SID).known  # 44 and 45 came in order after the restart
+
+
+def test_a_plausible_forged_jump_mutes_at_most_the_reorder_window() -> None:
+    lst = BusListener(None, own_origin="me", clock=FakeClock(0))
+    _feed(lst, 10, "real-10")
+    jump = bus.SEQ_REORDER_WINDOW * 4
+    assert _feed(lst, 10 + jump, "forged-near") is not None  # a plausible gap: the mark moves
+    delivered = [seq for seq in range(11, 11 + jump) if _feed(lst, seq, f"real-{seq}") is not None]
+    assert delivered and delivered[0] <= 10 + jump - bus.SEQ_REORDER_WINDOW - 1
+    assert delivered == list(range(delivered[0], 11 + jump)), "once restarted, everything is delivered"
+
+
+def test_sequence_rules_at_their_edges() -> None:
+    cache = OwnershipCache(clock=FakeClock())
+    o = "pid-3-edges"
+    assert not cache.apply(msg(src=o, seq=1000, epoch=1)).gap               # first
+    r = cache.apply(msg(src=o, seq=1000 + bus.SEQ_JUMP_LIMIT, epoch=1))     # the largest plausible jump
+    assert r.gap and not r.jump and cache.last_seq(o) == 1000 + bus.SEQ_JUMP_LIMIT
+    top = cache.last_seq(o)
+    assert top is not None
+    r = cache.apply(msg(src=o, seq=top + bus.SEQ_JUMP_LIMIT + 1, epoch=1))  # one more: implausible
+    assert r.jump and r.gap and cache.last_seq(o) == top
+    assert cache.lookup(DB, SID).reason == "jump"
+    assert cache.apply(msg(src=o, seq=top - bus.SEQ_REORDER_WINDOW, epoch=1)).dropped   # stale, at the edge
+    r = cache.apply(msg(src=o, seq=top - bus.SEQ_REORDER_WINDOW - 1, epoch=1))          # one further: restart
+    assert r.restart and not r.dropped and cache.last_seq(o) == top - bus.SEQ_REORDER_WINDOW - 1
+    assert cache.stats().seq_restarts == 1 and cache.stats().seq_jumps == 1
+
+
+def test_a_full_cache_forgets_the_oldest_write_cheaply() -> None:
+    cache = OwnershipCache(clock=FakeClock(), max_entries=100)
+    for i in range(250):
+        cache.apply(msg(src="pid-5-many", seq=i + 1, epoch=1, session_id=f"s{i:04d}"))
+    assert len(cache) == 100
+    assert {e.session_id for e in cache.entries()} == {f"s{i:04d}" for i in range(150, 250)}
+    cache.apply(msg(src="pid-5-many", seq=251, epoch=2, session_id="s0150"))  # rewritten: now the newest
+    cache.apply(msg(src="pid-5-many", seq=252, epoch=1, session_id="fresh"))
+    ids = {e.session_id for e in cache.entries()}
+    assert "s0150" in ids and "s0151" not in ids and "fresh" in ids
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The listener binds the loopback broadcast address, and threads never keep the process alive
+
+_CHILD_LISTENER = """
+import sys, threading
+from store.mothx.bus import BusListener
+got = threading.Event()
+lst = BusListener(lambda h: got.set() if h.session_id == "fromparent000000" else None, port=int(sys.argv[1]),
+                  own_origin="pid-0-child")
+assert lst.start(), lst.status
+print("ready", lst._sock.getsockname()[0], flush=True)
+print("got" if got.wait(10) else "timeout", flush=True)
+"""
+
+
+def test_listener_binds_loopback_and_another_process_still_receives(port: int) -> None:
+    child = subprocess.Popen([sys.executable, "-c", _CHILD_LISTENER, str(port)], cwd=REPO, text=True,
+                             stdout=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    hints: queue.Queue[BusHint] = queue.Queue()
+    lst = _listener(hints)
+    pub = BusPublisher(origin_instance_id="pid-1-sender")
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().split() == ["ready", "127.255.255.255"]
+        sock = lst._sock
+        assert sock is not None and sock.getsockname() == ("127.255.255.255", port)
+        assert lst.host == bus.LISTEN_ADDR == bus.BROADCAST_ADDR != "0.0.0.0"
+        assert pub.publish("acquired", session_id="fromparent000000", epoch=1)
+        assert _get(hints).session_id == "fromparent000000"
+        assert child.stdout.readline().strip() == "got"
+    finally:
+        pub.close()
+        lst.close()
+        child.wait(timeout=20)
+        if child.stdout is not None:
+            child.stdout.close()
+    # the wildcard (or any non-loopback) address is refused outright
+    wild = BusListener(None, port=port, own_origin="me", host="0.0.0.0")
+    assert wild.start() is False and "loopback" in wild.status and wild._sock is None
+
+
+def test_listener_is_not_reachable_by_unicast_to_another_interface(port: int) -> None:
+    """Bound to 127.255.255.255, the socket only ever sees loopback broadcasts (a datagram to 127.0.0.1 does not
+    arrive either: senders always use the broadcast address)."""
+    hints: queue.Queue[BusHint] = queue.Queue()
+    lst = _listener(hints)
+    try:
+        uni = BusPublisher(origin_instance_id="pid-1-uni", host="127.0.0.1")
+        assert uni.publish("acquired", session_id="unicast000000000", epoch=1)
+        uni.close()
+        bcast = BusPublisher(origin_instance_id="pid-1-bcast")
+        assert bcast.publish("acquired", session_id="broadcast0000000", epoch=1)
+        bcast.close()
+        assert _get(hints).session_id == "broadcast0000000"
+        assert lst.stats().received == 1
+    finally:
+        lst.close()
+
+
+def test_bus_threads_are_daemons_and_stop_within_a_second(port: int, tmp_path: Path) -> None:
+    from store.mothx import leases
+    from store.mothx.watch import SessionDirWatcher
+
+    before = set(threading.enumerate())
+    lst = BusListener(lambda h: None, own_origin="me")
+    assert lst.start()
+    watcher = SessionDirWatcher(tmp_path, lambda h: None)
+    assert watcher.start()
+    pub = BusPublisher(origin_instance_id="pid-1-snap")
+    pub.start_snapshots(leases.LeaseOwner(), interval=30)
+    started = [t for t in threading.enumerate() if t not in before]
+    assert len(started) >= 3 and all(t.daemon for t in started), [(t.name, t.daemon) for t in started]
+    t0 = time.monotonic()
+    lst.close()
+    watcher.stop()
+    pub.close()
+    elapsed = time.monotonic() - t0
+    assert elapsed < 1.0, f"stopping took {elapsed:.2f} s"
+    assert not [t for t in started if t.is_alive()]
+
+
+def test_marks_are_lazy_and_a_forgotten_mark_errs_on_the_safe_side() -> None:
+    cache = OwnershipCache(clock=FakeClock(), max_origins=2)
+    cache.apply(msg(src="pid-1-a", seq=1, epoch=1, session_id="s1"))
+    cache.apply(msg(src="pid-2-b", seq=1, epoch=1, session_id="s2"))
+    cache.apply(msg("state_changed", src="pid-1-a", seq=5, epoch=1, session_id="s1"))   # gap: s1 uncertain
+    assert cache.lookup(DB, "s1").reason == "gap" and cache.lookup(DB, "s2").known
+    cache.apply(msg(src="pid-3-c", seq=1, epoch=1, session_id="s3"))
+    # two more origins with gaps push pid-1-a's mark out: a floor keeps s1 (and older entries) uncertain
+    for origin in ("pid-4-d", "pid-5-e"):
+        cache.apply(msg("state_changed", src=origin, seq=1, epoch=1, session_id="zz"))
+        cache.apply(msg("state_changed", src=origin, seq=3, epoch=1, session_id="zz"))
+    assert cache.lookup(DB, "s1").state is OwnershipState.UNCERTAIN
+    cache.apply(msg(src="pid-2-b", seq=2, epoch=1, session_id="s9"))
+    assert cache.lookup(DB, "s9").known  # written after every mark
+
+
+def test_a_flood_with_gaps_and_rebuilds_stays_linear() -> None:
+    lst = BusListener(None, own_origin="me", clock=FakeClock(0))
+    data = []
+    for n in range(1, 20_001):
+        if n % 2:
+            data.append(encode(msg(src="pid-6-flood", seq=2 * n, mid=f"f-{n}", epoch=1, session_id=f"{n:016x}")))
+        else:
+            data.append(encode(msg("database_rebuilt", src="pid-6-flood", seq=2 * n, mid=f"f-{n}")))
+    t0 = time.monotonic()
+    for d in data:
+        lst.handle_datagram(d, LOOPBACK)
+    elapsed = time.monotonic() - t0
+    stats = lst.stats()
+    assert stats.accepted == 20_000 and stats.cache.gaps == 19_999 and stats.cache.entries == 10_000
+    assert elapsed < 15, f"{elapsed:.1f} s for 20,000 datagrams"  # quadratic marking took minutes
+    assert lst.cache.lookup(DB, f"{1:016x}").reason in ("gap", "marked")

@@ -60,7 +60,7 @@ class Generator:
         return f"{origin}-{1_700_000_000_000_000_000 + self.n}-{self.n}"
 
     def _session(self) -> str:
-        return "%016x" % self.rng.randrange(40)
+        return f"{self.rng.randrange(40):016x}"
 
     def valid_obj(self, origin: str | None = None, *, seq: int | None = None) -> dict[str, object]:
         rng = self.rng
@@ -106,6 +106,8 @@ class Generator:
                 "not_object", "rebuilt_rules", "own_origin", "stale_seq"]
         if not loopback_only:
             cats.append("non_loopback")
+        if not hostile_only:  # accepted on purpose: a forged seq may not mute an origin (see bus.ownership)
+            cats += ["seq_jump", "seq_restart"]
         if self.accepted:
             cats.append("replay")
         cat = rng.choice(cats)
@@ -173,8 +175,36 @@ class Generator:
             origin = rng.choice([o for o in ORIGINS if self.seq.get(o, 0) >= 1] or [""])
             if not origin:
                 return Datagram(b"", LOOPBACK, "random_bytes", "reject")
-            obj = self.valid_obj(origin, seq=rng.randint(1, self.seq[origin]))
+            # at most SEQ_REORDER_WINDOW below the mark: stale, dropped (further below is a restart)
+            low = max(1, self.seq[origin] - bus.SEQ_REORDER_WINDOW)
+            obj = self.valid_obj(origin, seq=rng.randint(low, self.seq[origin]))
             return Datagram(self.dump(obj), LOOPBACK, cat, "stale_seq")
+        if cat == "seq_jump":
+            # an implausible jump (a forged seq): delivered, but the origin's mark stays where it was
+            origin = rng.choice(ORIGINS)
+            last = self.seq.get(origin)
+            if last is None:
+                return Datagram(b"", LOOPBACK, "random_bytes", "reject")
+            seq = rng.choice([2**64 - 1, last + bus.SEQ_JUMP_LIMIT + rng.randint(1, 10**6)])
+            data = self.dump(self.valid_obj(origin, seq=seq))
+            self.accepted.append(data)
+            return Datagram(data, LOOPBACK, cat, "hint")
+        if cat == "seq_restart":
+            # far below the mark: the origin restarted its numbering; delivered, the mark is reset
+            far = [o for o in ORIGINS if self.seq.get(o, 0) > bus.SEQ_REORDER_WINDOW + 1]
+            if not far:  # first a plausible gap (lost messages) that lifts an origin's mark high enough
+                origin = rng.choice(ORIGINS)
+                seq = self.seq.get(origin, 0) + rng.randint(bus.SEQ_REORDER_WINDOW + 2, 5000)
+                self.seq[origin] = seq
+                data = self.dump(self.valid_obj(origin, seq=seq))
+                self.accepted.append(data)
+                return Datagram(data, LOOPBACK, "valid", "hint")
+            origin = rng.choice(far)
+            seq = rng.randint(1, self.seq[origin] - bus.SEQ_REORDER_WINDOW - 1)
+            self.seq[origin] = seq
+            data = self.dump(self.valid_obj(origin, seq=seq))
+            self.accepted.append(data)
+            return Datagram(data, LOOPBACK, cat, "hint")
         if cat == "non_loopback":
             obj = self.valid_obj(seq=0)  # otherwise perfectly valid, fresh id
             return Datagram(self.dump(obj), rng.choice(FOREIGN), cat, "non_loopback")
@@ -235,7 +265,9 @@ def test_fuzz_10000_datagrams_through_the_handler() -> None:
     assert min(categories.values()) > 100, categories
     assert set(categories) >= {"valid", "random_bytes", "oversized", "version", "bad_type", "huge_field",
                                "unknown_type", "not_json", "not_object", "rebuilt_rules", "own_origin",
-                               "stale_seq", "non_loopback", "replay"}
+                               "stale_seq", "non_loopback", "replay", "seq_jump", "seq_restart"}
+    cache = listener.cache.stats()
+    assert cache.seq_jumps == categories["seq_jump"] and cache.seq_restarts == categories["seq_restart"]
     listener.close()
 
 
@@ -244,7 +276,7 @@ BATCHES, BATCH = 30, 50  # a batch fits the listener's receive buffer, so the ke
 
 def test_fuzz_over_real_udp(monkeypatch: pytest.MonkeyPatch) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("0.0.0.0", 0))
+        s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     monkeypatch.setenv("MOTHX_RUNTIME_BUS_PORT", str(port))
     hints: queue.Queue[BusHint] = queue.Queue()
@@ -266,7 +298,7 @@ def test_fuzz_over_real_udp(monkeypatch: pytest.MonkeyPatch) -> None:
             try:
                 hint = hints.get(timeout=5)
             except queue.Empty:
-                raise AssertionError(f"batch {batch}: {listener.stats()}")
+                raise AssertionError(f"batch {batch}: {listener.stats()}") from None
             assert hint.message_id == f"sentinel-{batch}", "a rejected datagram produced a hint"
         deadline = time.monotonic() + 2
         while listener.stats().received < sent and time.monotonic() < deadline:
@@ -310,4 +342,5 @@ def test_arbitrary_json_objects_are_accepted_only_when_valid(obj: dict[str, obje
         assert result.message_id and result.origin_instance_id
         assert (result.type == "database_rebuilt") == (not result.session_id)
         for key in ("epoch", "seq", "ownerPid", "expiresAt"):
-            assert obj.get(key) is None or (type(obj[key]) is int and obj[key] >= 0)
+            value = obj.get(key)
+            assert value is None or (isinstance(value, int) and type(value) is int and value >= 0)

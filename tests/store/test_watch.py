@@ -17,9 +17,11 @@ from store.mothx.db import OpenMode
 from store.mothx.sessiondir import SessionDir, open_session_dir
 from store.mothx.watch import (
     ChangeProbe,
+    FileFollower,
     SessionDirWatcher,
     WatchHint,
     change_probe,
+    follow_file,
     hint_from_changes,
     needs_reopen,
 )
@@ -262,7 +264,7 @@ def test_watcher_start_and_stop(tmp_path: Path) -> None:
     root = make_dir(tmp_path / "s")
     w = SessionDirWatcher(root, lambda h: None)
     assert w.start() and w.start()
-    thread = w._thread
+    thread = w.thread
     w.stop()
     w.stop()
     assert thread is not None and not thread.is_alive()
@@ -292,6 +294,67 @@ def test_a_failing_callback_does_not_stop_watching(tmp_path: Path) -> None:
             assert w.stats().callback_errors == 1
     finally:
         conn.close()
+
+
+def test_follow_file_sees_create_modify_replace_and_delete(tmp_path: Path) -> None:
+    target = tmp_path / "state.json"
+    (tmp_path / "other.txt").write_text("x")
+    seen: queue.Queue[frozenset[str]] = queue.Queue()
+    follower = follow_file(target, seen.put, debounce_ms=50, step_ms=10)
+    try:
+        assert follower.available and follower.thread is not None and follower.thread.daemon
+        target.write_text("1")
+        assert "added" in seen.get(timeout=3) | _more(seen)
+        (tmp_path / "other.txt").write_text("y")  # another file of the folder: not reported
+        with target.open("a") as fh:
+            fh.write("2")
+        assert "modified" in seen.get(timeout=3) | _more(seen)
+        tmp = tmp_path / "state.json.tmp"
+        tmp.write_text("3")
+        os.replace(tmp, target)
+        assert seen.get(timeout=3)
+        _more(seen)
+        target.unlink()
+        assert "deleted" in seen.get(timeout=3) | _more(seen)
+        assert seen.empty()
+    finally:
+        follower.stop()
+    assert not follower.thread.is_alive()
+
+
+def _more(seen: queue.Queue[frozenset[str]]) -> frozenset[str]:
+    out: frozenset[str] = frozenset()
+    while True:
+        try:
+            out |= seen.get(timeout=0.3)
+        except queue.Empty:
+            return out
+
+
+def test_follow_file_stops_on_its_stop_event_within_a_second(tmp_path: Path) -> None:
+    stop = threading.Event()
+    follower = follow_file(tmp_path / "x", lambda kinds: None, stop)
+    thread = follower.thread
+    assert follower.available and thread is not None and thread.daemon
+    t0 = time.monotonic()
+    stop.set()
+    thread.join(1.0)
+    assert not thread.is_alive() and time.monotonic() - t0 < 1.0
+    assert FileFollower(tmp_path / "missing", None, lambda c: None).start() is False
+
+
+def test_watcher_threads_are_daemons_and_stop_within_a_second(tmp_path: Path) -> None:
+    root = make_dir(tmp_path / "s")
+    watchers = [SessionDirWatcher(root, lambda h: None) for _ in range(3)]
+    for w in watchers:
+        assert w.start()
+    threads = [w.thread for w in watchers]
+    assert all(t is not None and t.daemon and t.is_alive() for t in threads)
+    t0 = time.monotonic()
+    for w in watchers:
+        w.stop()
+    assert time.monotonic() - t0 < 1.0
+    assert not any(t is not None and t.is_alive() for t in threads)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -13,14 +13,17 @@ import socket
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from textual.pilot import Pilot
 
-from store.mothx.db import OpenMode
 from store.demo.model import DEMO_NOW_UNIX
-from tests.tui.appwait import settle
-from tests.tui.runswait import db_rows, settle_runs, wait_for
+from store.mothx.db import OpenMode
+from tests.tui import appwait, runswait
+from tests.tui.runswait import db_rows
 from tui.app import SessionscopeApp
 from tui.live import LiveChanged, LiveFlush, LiveUpdates
 from tui.widgets.session_list import SessionList
@@ -31,9 +34,22 @@ SIZE = (120, 36)
 REPO = Path(__file__).resolve().parents[2]
 
 
+async def settle(pilot: Pilot[Any]) -> None:
+    await appwait.settle(pilot)
+
+
+async def settle_runs(pilot: Pilot[Any]) -> None:
+    await runswait.settle_runs(pilot)
+
+
+async def wait_for(pilot: Pilot[Any], condition: Callable[[], bool], what: str,
+                   deadline_s: float = runswait.DEADLINE_S) -> None:
+    await runswait.wait_for(pilot, condition, what, deadline_s)
+
+
 def free_udp_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("0.0.0.0", 0))
+        s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
@@ -110,7 +126,7 @@ async def test_bus_datagram_refreshes_only_the_affected_row_in_place(demo_dir: P
         foreign_write(demo_dir, sql, params, port=port,
                       announce={"type": "state_changed", "session_id": target, "run_id": str(params[0]),
                                 "run_status": "running"})
-        await wait_for(pilot, lambda: session_list.row_at(top + index).run_status == "running",
+        await wait_for(pilot, lambda: getattr(session_list.row_at(top + index), "run_status", "") == "running",
                        "the announced session's row to show its run")
         assert session_list.cursor == cursor and int(session_list.scroll_offset.y) == top, "cursor and scroll kept"
         assert session_list.changed == {target}, "only the changed row is marked"
@@ -138,7 +154,12 @@ async def test_datagrams_without_a_database_change_change_nothing(demo_dir: Path
         target = rows[5].id
         reads: list[str] = []
         real = store.mothx.sessions.get_session
-        monkeypatch.setattr(store.mothx.sessions, "get_session", lambda sd, sid: reads.append(sid) or real(sd, sid))
+
+        def spy(sd: object, sid: str) -> object:
+            reads.append(sid)
+            return real(sd, sid)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(store.mothx.sessions, "get_session", spy)
         pub = BusPublisher(port=port, origin_instance_id="pid-4243-" + "cd" * 16)
         try:
             # a claim about another database: ignored, nothing is re-read
@@ -173,7 +194,7 @@ async def test_file_change_from_another_process_refreshes_the_row(demo_dir: Path
         index, target = idle_visible_session(session_list, 3)
         sql, params = insert_running_run(target)
         foreign_write(demo_dir, sql, params)  # no announcement: only the file watcher can tell
-        await wait_for(pilot, lambda: session_list.row_at(index).run_status == "running",
+        await wait_for(pilot, lambda: getattr(session_list.row_at(index), "run_status", "") == "running",
                        "the silently written session's row to show its run")
         assert session_list.cursor == 3 and session_list.changed == {target}
 
@@ -204,6 +225,161 @@ async def test_a_flood_of_hints_is_one_flush_per_turn() -> None:
     assert isinstance(changed, LiveChanged) and changed.concerns("anything")
 
 
+async def test_everything_absorbs_ids_and_the_pending_set_is_bounded() -> None:
+    from tui.live import MAX_PENDING
+
+    class FakeApp:
+        def __init__(self) -> None:
+            self.posted: list[object] = []
+            self.screen_stack: list[object] = []
+
+        def post_message(self, message: object) -> bool:
+            self.posted.append(message)
+            return True
+
+    live = LiveUpdates(FakeApp(), None, bus=False, watch=False)  # type: ignore[arg-type]
+    live._add(("a", "b"), source="bus")
+    live._add((), everything=True, source="bus")
+    live._add(("c",), source="bus")  # absorbed: everything is re-read anyway
+    changed = live.take()
+    assert changed is not None and changed.everything and changed.sessions == frozenset()
+    for i in range(MAX_PENDING):
+        live._add((f"s{i}",), source="bus")
+    changed = live.take()
+    assert changed is not None and not changed.everything and len(changed.sessions) == MAX_PENDING
+    for i in range(MAX_PENDING + 1):
+        live._add((f"s{i}",), source="bus")
+    assert len(live._pending) == 0 and live._everything, "one id too many: the set is dropped for everything"
+
+
+async def test_batches_are_paced_while_changes_keep_coming() -> None:
+    """The first change after a quiet spell is handed over at once; while changes keep coming, at most one batch
+    per interval (50 ms, doubling up to 250 ms) reaches the screens, flushed by one timer."""
+    from tui.live import FLUSH_INTERVAL_S, MAX_FLUSH_INTERVAL_S
+
+    class FakeApp:
+        def __init__(self) -> None:
+            self.posted: list[object] = []
+            self.timers: list[tuple[float, object]] = []
+            self.screen_stack: list[object] = []
+
+        def post_message(self, message: object) -> bool:
+            self.posted.append(message)
+            return True
+
+        def set_timer(self, delay: float, callback: object, name: str = "") -> None:
+            self.timers.append((delay, callback))
+
+    app = FakeApp()
+    now = [100.0]
+    delivered: list[LiveChanged] = []
+    live = LiveUpdates(app, None, bus=False, watch=False)  # type: ignore[arg-type]
+    live.clock = lambda: now[0]
+    import tui.live
+
+    real = tui.live.deliver
+    tui.live.deliver = lambda _app, changed: delivered.append(changed)  # type: ignore[assignment]
+    try:
+        live._add(("a",), source="bus")
+        live.flush()
+        assert len(delivered) == 1 and not app.timers, "the first change is shown at once"
+        intervals = []
+        for step in range(8):  # a flood: changes arrive all the time
+            live._add((f"x{step}",), source="bus")
+            live._add((f"y{step}",), source="bus")
+            assert len(app.posted) == 2 + step, "one LiveFlush per batch, however many changes"
+            now[0] += 0.001
+            live.flush()
+            assert len(app.timers) == 1, "too early: one timer for the rest of the interval"
+            delay, callback = app.timers.pop()
+            intervals.append(round(delay + 0.001, 6))
+            now[0] += delay
+            callback()  # type: ignore[operator]
+            assert delivered[-1].sessions == {f"x{step}", f"y{step}"}
+        assert intervals[:4] == [FLUSH_INTERVAL_S, 2 * FLUSH_INTERVAL_S, 4 * FLUSH_INTERVAL_S, MAX_FLUSH_INTERVAL_S]
+        assert set(intervals[4:]) == {MAX_FLUSH_INTERVAL_S}
+        now[0] += 1.0  # quiet: the next change is shown at once again
+        live._add(("z",), source="bus")
+        live.flush()
+        assert delivered[-1].sessions == {"z"} and not app.timers and live.interval == FLUSH_INTERVAL_S
+    finally:
+        tui.live.deliver = real
+
+
+async def test_a_flood_of_5000_datagrams_is_a_few_refreshes(demo_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    from store.mothx.bus import database_identity
+    from tui.screens.sessions import SessionsScreen
+
+    port = free_udp_port()
+    app = SessionscopeApp(demo_dir, OpenMode.READ_WRITE, clock=lambda: DEMO_NOW_UNIX, live=False)
+    reloads: list[float] = []
+    batches: list[LiveChanged] = []
+    real_reload = SessionList.reload
+    real_changed = SessionsScreen.on_live_changed
+
+    def count_reload(self: SessionList) -> None:
+        reloads.append(time.monotonic())
+        real_reload(self)
+
+    def count_batch(self: SessionsScreen, message: LiveChanged) -> None:
+        batches.append(message)
+        real_changed(self, message)
+
+    monkeypatch.setattr(SessionList, "reload", count_reload)
+    monkeypatch.setattr(SessionsScreen, "on_live_changed", count_batch)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        live = await replace_live(app, bus=True, watch=False, port=port)
+        assert live.listener is not None and live.listener.available
+        ident = database_identity(demo_dir)
+        origin = "pid-4244-" + "ab" * 16
+        datagrams = []
+        for n in range(1, 5001):
+            obj: dict[str, object] = {"version": 3, "messageId": f"{origin}-{n}", "originInstanceId": origin,
+                                      "seq": n, "databaseIdentity": ident}
+            if n % 2:
+                obj.update(type="database_rebuilt", path=str(demo_dir / "sessions.db"))
+            else:
+                obj.update(type="acquired", sessionId=f"{n:016x}", epoch=1)
+            datagrams.append(json.dumps(obj).encode())
+
+        def flood() -> None:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_BROADCAST, 1)
+                sock.connect(("127.255.255.255", port))
+                for i in range(0, len(datagrams), 50):
+                    for data in datagrams[i:i + 50]:
+                        sock.send(data)
+                    time.sleep(0.002)
+
+        sender = threading.Thread(target=flood, daemon=True)
+        t0 = time.monotonic()
+        sender.start()
+        while sender.is_alive():
+            await pilot.pause(0.02)
+        elapsed = time.monotonic() - t0
+        last = -1
+        while live.listener.stats().received != last:  # until the listener drained the socket
+            last = live.listener.stats().received
+            await pilot.pause(0.3)
+        await settle(pilot)
+        received = live.listener.stats().received
+        assert received >= 1000, f"only {received} datagrams arrived: the test proves nothing"
+        bound = 6 + int((elapsed + 1.0) / 0.25)  # at most four batches a second once the flood is on
+        assert 1 <= len(batches) <= bound, f"{len(batches)} batches for {received} datagrams in {elapsed:.2f} s"
+        assert len(reloads) <= len(batches)
+        assert live.stats().flushes == len(batches)
+        assert session_list_ok(app)
+
+
+def session_list_ok(app: SessionscopeApp) -> bool:
+    lst = app.screen.query_one(SessionList)
+    return lst.loaded and bool(lst.visible_rows())
+
+
 # --- the Runs screen -----------------------------------------------------------------------------------------------
 
 
@@ -231,8 +407,11 @@ async def test_runs_screen_follows_another_process(demo_dir: Path) -> None:
         foreign_write(demo_dir, "UPDATE session_runs SET status = 'waiting_for_question' WHERE id = ?", [orphan[0]],
                       port=port, announce={"type": "state_changed", "session_id": orphan[1], "run_id": orphan[0],
                                            "run_status": "waiting_for_question"})
-        await wait_for(pilot, lambda: lst.row_of(orphan[0]) is not None
-                       and lst.row_of(orphan[0]).listing.run.status == "waiting_for_question", "the run's new status")
+        def status_of(run_id: str) -> str:
+            row = lst.row_of(run_id)
+            return row.listing.run.status if row is not None else ""
+
+        await wait_for(pilot, lambda: status_of(orphan[0]) == "waiting_for_question", "the run's new status")
         assert orphan[0] in lst.changed
         assert lst.selected is not None and lst.selected.run_id == kept.run_id
         # a new active run of an idle session appears at the top; the cursor stays on the same run
@@ -244,3 +423,32 @@ async def test_runs_screen_follows_another_process(demo_dir: Path) -> None:
         await wait_for(pilot, lambda: lst.rows[0].run_id == params[0], "the new run at the top")
         assert lst.selected is not None and lst.selected.run_id == kept.run_id, "the cursor stays on its run"
         assert params[0] in lst.changed
+
+
+async def test_stopping_live_updates_leaves_no_thread_behind(demo_dir: Path) -> None:
+    """Quitting always quits: every thread live updates start is a daemon, and stop() ends them within 1 s."""
+    import threading
+    import time
+
+    from store.mothx.sessiondir import open_session_dir
+
+    class FakeApp:
+        def post_message(self, message: object) -> bool:
+            return True
+
+        def call_from_thread(self, *args: object, **kwargs: object) -> None:
+            pass
+
+    before = set(threading.enumerate())
+    with open_session_dir(demo_dir, OpenMode.READ_WRITE) as sd:
+        live = LiveUpdates(FakeApp(), sd, bus=True, watch=True, port=free_udp_port(), publish=True)  # type: ignore[arg-type]
+        live.start(wait=True)
+        assert live.listener is not None and live.listener.available
+        assert live.watcher is not None and live.watcher.available
+        started = [t for t in threading.enumerate() if t not in before]
+        assert len(started) >= 2 and all(t.daemon for t in started), [(t.name, t.daemon) for t in started]
+        t0 = time.monotonic()
+        live.stop()
+        elapsed = time.monotonic() - t0
+        assert elapsed < 1.0, f"stop took {elapsed:.2f} s"
+        assert not [t.name for t in started if t.is_alive()]
