@@ -361,16 +361,18 @@ class Database:
                 self._rollback()
 
     @contextmanager
-    def write(self) -> Iterator[sqlite3.Connection]:
+    def write(self, *, budget: float | None = None) -> Iterator[sqlite3.Connection]:
         """A ``BEGIN IMMEDIATE`` write transaction; commits on success, rolls back on any error.
 
-        Raises :class:`ReadOnlyStore` in a read mode before anything is touched.
+        ``budget`` bounds, in seconds, how long starting the transaction may wait for another writer (default
+        :data:`WRITE_RETRY_BUDGET_S`; e.g. a failed recovery is persisted with its own 5 s budget). Raises
+        :class:`ReadOnlyStore` in a read mode before anything is touched.
         """
         if self.mode.is_read:
             raise ReadOnlyStore(f"{self.path.name} is open {self.mode.value}: nothing may be written.")
         with self._lock:
             self._ensure_open()
-            self._begin_immediate()
+            self._begin_immediate(WRITE_RETRY_BUDGET_S if budget is None else budget)
             try:
                 yield self.conn
             except sqlite3.Error as exc:
@@ -416,17 +418,24 @@ class Database:
         if self._closed:
             raise StoreError(f"{self.path.name} was closed.")
 
-    def _begin_immediate(self) -> None:
-        deadline = time.monotonic() + WRITE_RETRY_BUDGET_S
-        while True:
-            try:
-                self.conn.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                if is_busy(exc) and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                    continue
-                raise describe_sqlite_error(self.path, exc) from exc
+    def _begin_immediate(self, budget: float) -> None:
+        deadline = time.monotonic() + budget
+        shorter = budget < BUSY_TIMEOUT_MS / 1000
+        if shorter:  # SQLite's own busy wait must not outlast the budget either
+            self.conn.execute(f"PRAGMA busy_timeout = {max(0, int(budget * 1000))}")
+        try:
+            while True:
+                try:
+                    self.conn.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    if is_busy(exc) and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                        continue
+                    raise describe_sqlite_error(self.path, exc) from exc
+        finally:
+            if shorter:
+                self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     def _enable_wal(self) -> None:
         """Switch a rollback-journal database to WAL after a committed write (see the module docstring).

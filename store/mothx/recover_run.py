@@ -81,6 +81,9 @@ REASONS: dict[str, tuple[str, str, str]] = {
 }
 
 
+FAILURE_WRITE_BUDGET_S = 5.0
+"""How long persisting a failed recovery may wait for the write lock (reference 11.2 step 8: its own 5 s)."""
+
 class RecoveryFailed(StoreError):
     """Recovery began but could not converge; the recovery row was marked ``failed`` with a retry time."""
 
@@ -386,10 +389,11 @@ class RecoverRun:
         return done
 
     def _mark_failed(self, guard: LeaseGuard, run: Run, attempt: int, exc: BaseException) -> None:
-        """Persist the failure under the same fenced recovery owner (best effort: a lost lease writes nothing)."""
+        """Persist the failure under the same fenced recovery owner (best effort: a lost lease writes nothing),
+        with its own :data:`FAILURE_WRITE_BUDGET_S` (reference 11.2 step 8)."""
         message = str(exc)
         try:
-            with self.sd.db.write() as conn:
+            with self.sd.db.write(budget=FAILURE_WRITE_BUDGET_S) as conn:
                 check_fence(conn, guard.lease, purpose="recovery", run_id=run.id)
                 now = sqlite_now(conn)
                 conn.execute(

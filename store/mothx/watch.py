@@ -341,15 +341,16 @@ class SessionDirWatcher:
 def needs_reopen(sd: SessionDir) -> bool:
     """True when a read-only directory's connection cannot see a live writer and should be reopened.
 
-    That is the case for an ``immutable`` connection or a private copy once ``sessions.db-shm`` exists (and no
-    rollback journal): reopening read-only then gives the live ``mode=ro`` connection. Snapshots never reopen.
+    That is the case for an ``immutable`` connection or a private copy once a live writer's ``sessions.db-wal``
+    and ``-shm`` both exist (and no rollback journal): reopening read-only then gives the live ``mode=ro``
+    connection. A ``-shm`` left alone is read directly and needs nothing. The connection's own mode decides: a
+    directory shown read-only because of its schema holds a read-only connection too. Snapshots never reopen.
     """
-    if sd.mode is not OpenMode.READ_ONLY or sd.db.access not in STALE_ACCESS:
+    if sd.db.mode is not OpenMode.READ_ONLY or sd.db.access not in STALE_ACCESS:
         return False
     db_file = sd.db_path
-    shm = db_file.with_name(db_file.name + "-shm")
-    journal = db_file.with_name(db_file.name + "-journal")
-    return shm.exists() and not journal.exists()
+    wal, shm, journal = (db_file.with_name(db_file.name + suffix) for suffix in ("-wal", "-shm", "-journal"))
+    return wal.exists() and shm.exists() and not journal.exists()
 
 
 # ---------------------------------------------------------------------------------------------------------------
