@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from textual.widgets import Static
 
-from store.mothx.db import OpenMode
 from store.demo.model import DEMO_NOW_UNIX
+from store.mothx.db import OpenMode
 from store.mothx.sessiondir import open_session_dir
 from tests.tui.appwait import settle as settle_app
 from tests.tui.runswait import wait_for

@@ -12,10 +12,9 @@ import json
 import shutil
 import time
 from pathlib import Path
-
-import pytest
 from typing import ClassVar
 
+import pytest
 from textual.app import App
 from textual.binding import Binding
 from textual.pilot import Pilot
@@ -326,14 +325,14 @@ async def test_e_exports_the_shown_branch_as_markdown(captured: Path) -> None:
     with open_session_dir(captured, OpenMode.READ_ONLY) as sd:
         app = NativeHost(sd, NativeRef("claude-code", REWIND))
         async with app.run_test(size=SIZE) as pilot:
-            screen = await open_native(pilot)
+            await open_native(pilot)
             await pilot.press("b")
-            screen = await settle(pilot)
+            await settle(pilot)
             await pilot.press("e")
             await pilot.pause()
             assert isinstance(app.screen, ExportDialog)
             await pilot.press("enter")
-            screen = await settle(pilot)
+            await settle(pilot)
             md = (Path.home() / f"{REWIND}.md").read_text(encoding="utf-8")
             assert "## user · line 18" in md and "I very much like this idea" in md
             assert "## user · line 38" not in md, "only the shown branch"

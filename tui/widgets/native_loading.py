@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from store.errors import StoreError
 from store.agents.native import AGENT_CODEX, NativeSession, SubAgentLink
+from store.errors import StoreError
 
 if TYPE_CHECKING:
     from store.mothx.sessiondir import SessionDir

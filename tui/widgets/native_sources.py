@@ -35,7 +35,6 @@ from store.agents.native import (
     K_PROGRESS,
     K_QUEUE,
     K_TOKEN_COUNT,
-    K_TOOL_CALL,
     K_TOOL_RESULT,
     K_TURN_ABORTED,
     K_TURN_CONTEXT,

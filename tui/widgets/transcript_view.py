@@ -29,8 +29,10 @@ from __future__ import annotations
 import bisect
 from typing import ClassVar
 
+from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from textual import events, on, work
 from textual.cache import LRUCache
 from textual.message import Message
@@ -38,6 +40,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from store.errors import StoreError
+from store.safetext import one_line, safe
 from tui import actions
 from tui.screens import transcript_actions  # noqa: F401 - registers the keys below
 from tui.widgets.transcript_blocks import SECTION_BODY, Palette, ViewItem, render_item
@@ -60,6 +63,27 @@ GUTTER = 2
 SCROLLBAR = 1
 
 Position = tuple[int, int]   # (item index, line inside its block)
+START = JumpTarget("start")
+
+
+def text_strip(line: Text, console: Console, width: int, base: Style) -> Strip:
+    """One wrapped line as a ``width``-cell strip in which every segment has a style.
+
+    Rich renders a ``Text`` without spans as bare segments (style ``None``), dropping the text's own style;
+    Textual's monochrome and no-colour filters (``NO_COLOR``) read ``segment.style.color`` and fail on ``None``.
+    So a segment without a style gets the line's style over ``base``.
+
+    The blocks made every data string safe before wrapping it (:func:`tui.widgets.transcript_blocks.clean`);
+    each segment passes :func:`store.safetext.safe` once more here, so no control, bidi or surrogate character
+    can reach the terminal from this view whatever a block forgot."""
+    own = console.get_style(line.style, default=None) if isinstance(line.style, str) else line.style
+    fallback = base + own if own is not None else base
+    segments = [
+        Segment(safe(text), style if style is not None else fallback)
+        for text, style, control in line.render(console, end="")
+        if not control
+    ]
+    return Strip(segments).adjust_cell_length(width, base)
 
 
 
@@ -255,8 +279,9 @@ class WindowedView(Widget, can_focus=True):
 
     # ------------------------------------------------------------------ loading
 
-    def set_source(self, source: WindowSource, target: JumpTarget = JumpTarget("start")) -> None:
-        """Show ``source`` from ``target`` (drops whatever was loaded)."""
+    def set_source(self, source: WindowSource, target: JumpTarget | None = None) -> None:
+        """Show ``source`` from ``target`` (the start when None; drops whatever was loaded)."""
+        target = target or START
         self._source = source
         self._text = "Loading…"
         self._replace(target)
@@ -267,7 +292,7 @@ class WindowedView(Widget, can_focus=True):
         self._pending.clear()
         self._items, self._keys = [], []
         self._anchor = self._cursor = None
-        self._text = text
+        self._text = one_line(text)  # an error may quote data
         self._changed()
 
     def swap_source(self, source: WindowSource) -> None:
@@ -541,8 +566,7 @@ class WindowedView(Widget, can_focus=True):
             pal = self._get_palette()
             console = self.app.console
             strips = [
-                Strip(list(line.render(console, end="")), line.cell_len).adjust_cell_length(width, pal.base)
-                for line in render_item(item, width, pal, console)
+                text_strip(line, console, width, pal.base) for line in render_item(item, width, pal, console)
             ] or [Strip.blank(width, pal.base)]
             self._blocks[cache_key] = strips
         return strips
