@@ -25,15 +25,15 @@ from tui.live import LiveChanged
 from tui.messages import FacetChoice, FacetsLoaded, UnfilteredCounted
 from tui.widgets.header import AppHeader
 from tui.widgets.keybar import KeyBar
-from tui.widgets.session_list import ListQuery, SessionList, default_query
 from tui.widgets.statusbar import StatusBar
+from tui.widgets.session_list import ListQuery, SessionList, default_query
 
 if TYPE_CHECKING:
     from textual.widgets import Input
 
     from store.mothx.sessiondir import SessionDir
-    from store.mothx.sessions import SessionPage
     from tui.widgets.native_session_list import AgentSessionList
+    from store.mothx.sessions import SessionPage
 
 FILTER_DEBOUNCE_S = 0.25
 """Typing in the filter box re-queries after this pause."""
