@@ -18,7 +18,7 @@ import sys
 import time
 import types
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 from textual.app import App
@@ -54,18 +54,16 @@ CC_SID = "0badc0de-0000-4000-8000-00000000b0de"
 # --- helpers ------------------------------------------------------------------------------------------------
 
 
-def screen_segments(app: App[object]) -> list[str]:
+def screen_segments(app: App[Any]) -> list[str]:
     """The text of every segment the screen renders now (the whole screen, toasts included), one str a row."""
+    from textual._compositor import LayoutUpdate
+
     update = app.screen._compositor.render_update(full=True)
-    assert update is not None
-    rows: list[str] = []
-    for line in update.strips:  # type: ignore[attr-defined]
-        rows.append("".join(seg.text for strip in ([line] if hasattr(line, "_segments") else line)
-                            for seg in strip if not seg.control))
-    return rows
+    assert isinstance(update, LayoutUpdate)
+    return ["".join(seg.text for strip in line for seg in strip if not seg.control) for line in update.strips]
 
 
-def assert_clean(app: App[object], where: str) -> str:
+def assert_clean(app: App[Any], where: str) -> str:
     rows = screen_segments(app)
     text = "\n".join(rows)
     bad = UNSAFE.search(text)

@@ -24,6 +24,7 @@ from rich.style import Style
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
@@ -159,7 +160,7 @@ class NativeTranscriptScreen(Screen[None]):
     """A native agent transcript in the Transcript screen's views: branches, sub-agents, raw lines, follow."""
 
     CSS_PATH = "transcript.tcss"
-    BINDINGS: ClassVar = actions.bindings("native-transcript")
+    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("native-transcript")]
     HELP_TITLE: ClassVar[str] = "Native transcript screen"
     AUTO_FOCUS = "#transcript-view"
 
@@ -206,7 +207,7 @@ class NativeTranscriptScreen(Screen[None]):
         self.raw_view.display = False
         self.query_one("#raw-columns").display = False
         if self._given is not None:
-            self._show(NativeLoad(self._given, self.disk_path, self.capture_root, self.source_root))
+            self._show_or_fail(NativeLoad(self._given, self.disk_path, self.capture_root, self.source_root))
         else:
             self._read(self.sd, self.ref)
 
@@ -246,7 +247,13 @@ class NativeTranscriptScreen(Screen[None]):
 
     @on(NativeLoaded)
     def _loaded(self, message: NativeLoaded) -> None:
-        self._show(message.load)
+        self._show_or_fail(message.load)
+
+    def _show_or_fail(self, load: NativeLoad) -> None:
+        try:
+            self._show(load)
+        except Exception as exc:  # noqa: BLE001 - a transcript the blocks cannot be built from: one line
+            self._fail(f"The transcript could not be shown: {describe_error(exc)}")
 
     def _pick(self, session: NativeSession) -> tuple[NativeTranscript | None, SubAgentLink | None]:
         if self.ref.subagent:
@@ -407,7 +414,12 @@ class NativeTranscriptScreen(Screen[None]):
             self.follow_note = "the file was rewritten: read again from scratch"
         else:
             self.follow_note = ""
-        self._apply(message.load, reset=update is not None and update.action == "reset")
+        try:
+            self._apply(message.load, reset=update is not None and update.action == "reset")
+        except Exception as exc:  # noqa: BLE001 - what is shown stays; the status says why
+            self.follow_note = f"follow: {describe_error(exc)}"
+            notify(self, self.follow_note, title="Cannot show the new records", severity="warning")
+            self._show_status()
 
     def _apply(self, load: NativeLoad, *, reset: bool = False) -> None:
         """Show a newer read of the session, keeping the place (at the bottom: follow it)."""

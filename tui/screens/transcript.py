@@ -23,6 +23,7 @@ from rich.style import Style
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
@@ -165,7 +166,7 @@ class TranscriptScreen(Screen[None]):
     """One session: the replay as blocks (or every raw row), turn / marker jumps, copy and export."""
 
     CSS_PATH = "transcript.tcss"
-    BINDINGS: ClassVar = actions.bindings("transcript")
+    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("transcript")]
     HELP_TITLE: ClassVar[str] = "Transcript screen"
     AUTO_FOCUS = "#transcript-view"
 

@@ -311,10 +311,10 @@ def compaction_lines(c: CompactionInfo, width: int, pal: Palette, console: Conso
     base = pal.base
     out: list[Text] = []
     if earlier and c.applied:  # superseded: one rule line; y still copies its summary
-        facts = f"summarized {c.summarized_count:,} messages"
+        said = f"summarized {c.summarized_count:,} messages"
         if c.tokens_before is not None:
-            facts += f" · {c.tokens_before:,} tokens before"
-        left = _text(f"━━ earlier compaction · {facts} ", pal.marker, base)
+            said += f" · {c.tokens_before:,} tokens before"
+        left = _text(f"━━ earlier compaction · {said} ", pal.marker, base)
         right = _text(f" seq {c.seq:,} ━━", pal.marker, base)
         fill = width - left.cell_len - right.cell_len
         if fill > 0:

@@ -34,6 +34,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events, on, work
+from textual.binding import BindingType
 from textual.cache import LRUCache
 from textual.message import Message
 from textual.strip import Strip
@@ -126,7 +127,7 @@ class WindowedView(Widget, can_focus=True):
 
     EMPTY_TEXT: ClassVar[str] = "No entries."
     PREFETCH_SCREENS: ClassVar[int] = 0  # also keep this many screens of items loaded ahead (one-line rows)
-    BINDINGS: ClassVar = actions.bindings("transcript-view")
+    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("transcript-view")]
     HELP_TITLE: ClassVar[str] = "Transcript view"
 
     class ChunkLoaded(Message):
@@ -496,7 +497,8 @@ class WindowedView(Widget, can_focus=True):
         self._lo = self._items[0].seq
         self._rekey()
         if self._cursor is not None and self._index(self._cursor) is None:
-            self._cursor = self._items[self._anchor_pos()[0]].key if self._anchor_pos() else None
+            here = self._anchor_pos()
+            self._cursor = self._items[here[0]].key if here is not None else None
 
     def _trim_back(self) -> None:
         pos = self._anchor_pos()
@@ -925,7 +927,7 @@ class NativeBlocksView(WindowedView, inherit_bindings=False):
     """A native transcript's records as blocks (``b`` is left to the screen: it switches branches)."""
 
     EMPTY_TEXT: ClassVar[str] = "The transcript holds no records."
-    BINDINGS: ClassVar = actions.bindings("native-view")
+    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("native-view")]
     HELP_TITLE: ClassVar[str] = "Native transcript view"
 
 
@@ -933,7 +935,7 @@ class NativeRawView(WindowedView, inherit_bindings=False):
     """A native file's lines by line number; unreadable lines in red with their reason."""
 
     EMPTY_TEXT: ClassVar[str] = "The file has no lines."
-    BINDINGS: ClassVar = actions.bindings("native-view")
+    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("native-view")]
     HELP_TITLE: ClassVar[str] = "Native lines view"
     PREFETCH_SCREENS: ClassVar[int] = 3
 
