@@ -30,7 +30,7 @@ from store.mothx.db import OpenMode
 from store.mothx.sessiondir import SessionDir, open_session_dir
 from tests.tui.transcript_support import TranscriptHost, settle
 from tui.screens.native_transcript import NativeRef, NativeTranscriptScreen
-from tui.screens.transcript import TranscriptScreen
+from tui.screens.transcript import TranscriptScreen, title_text
 from tui.widgets.export_dialog import ExportDialog
 from tui.widgets.native_sources import ForkMark, RecordView
 from tui.widgets.transcript_blocks import render_item
@@ -243,6 +243,10 @@ async def test_mothx_transcript_on_hostile_data(tmp_path: Path, no_color: bool, 
             assert screen.error == "", screen.error
             text = assert_clean(app, "opened")
             assert_literals(text, "opened")
+            assert screen.facts is not None
+            title = title_text(screen.facts).plain
+            assert "/home/u/[archive]/repo" in title and "[@click=app.quit]x[/]" in title
+            assert UNSAFE.search(title) is None
             # every block drawn, not only the ones on screen
             view = screen.transcript_view
             pal = view._get_palette()
@@ -307,7 +311,12 @@ async def test_native_transcript_on_hostile_data(tmp_path: Path, no_color: bool,
             assert UNSAFE.search(blocks) is None
             assert "␛]0;pwned␇" in blocks and "[link=file:///etc/passwd]x[/link]" in blocks
 
-            for key in ("b", "b", "G", "g", "right_square_bracket", "left_square_bracket", "down", "b",
+            await pilot.press("b")
+            screen = await settle_native(pilot)
+            said = [str(n.message) for n in app._notifications if str(n.message).startswith("Branch ")]
+            assert said and "[/]" in said[-1] and UNSAFE.search(said[-1]) is None, said
+            assert_clean(app, "after b")
+            for key in ("b", "G", "g", "right_square_bracket", "left_square_bracket", "down", "b",
                         "tab", "G", "g", "down", "tab"):
                 await pilot.press(key)
                 screen = await settle_native(pilot)
