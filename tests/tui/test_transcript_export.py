@@ -64,6 +64,13 @@ def test_the_default_path_stays_in_the_home_folder() -> None:
     assert problem == "" and path is not None and path.parent == Path.home()
 
 
+def test_odd_typed_paths_are_refused_in_one_line(tmp_path: Path) -> None:
+    for typed in ("", "   ", str(tmp_path / "a\x00b.md"), "~no-such-user-here/x.md", str(tmp_path),
+                  str(tmp_path / "missing" / "x.md")):
+        path, problem = check_export_path(typed, None)
+        assert path is None and problem and "\n" not in problem and "\x00" not in problem, typed
+
+
 def test_a_live_link_is_refused_and_its_target_untouched(tmp_path: Path) -> None:
     target = tmp_path / "precious.txt"
     target.write_text("keep me", encoding="utf-8")
@@ -101,6 +108,7 @@ def test_a_failing_exporter_says_why(tmp_path: Path) -> None:
 def test_exported_text_is_made_safe_but_keeps_its_data() -> None:
     md = safe_markdown("a\x1b]52;c;aGFja2Vk\x07\tb\n\u202e\ud83d")
     assert md == "a␛]52;c;aGFja2Vk␇\tb\n\\u202e\\ud83d"
+    assert safe_json('{"a": 1}\n') == '{\n  "a": 1\n}\n' and safe_json('{"a": 1}') == '{\n  "a": 1\n}'
     text = safe_json(json.dumps({"k": "\x1b\x9b\u202e\ud83d"}, ensure_ascii=False))
     assert json.loads(text) == {"k": "\x1b\x9b\u202e\ud83d"}
     assert all(ch not in text for ch in "\x1b\x9b\u202e\ud83d")

@@ -88,10 +88,11 @@ def safe_markdown(text: str) -> str:
 
 
 def safe_json(text: str) -> str:
-    """Exported JSON re-written by :func:`store.safetext.json_dumps` (the same data, no raw unsafe character)."""
+    """Exported JSON re-written by :func:`store.safetext.json_dumps` (the same data, no raw unsafe character;
+    a final newline kept when there was one)."""
     import json
 
-    return json_dumps(json.loads(text)) + "\n"
+    return json_dumps(json.loads(text)) + ("\n" if text.endswith("\n") else "")
 
 
 def notify_export(widget: Widget, message: ExportFinished) -> None:
@@ -116,7 +117,7 @@ def check_export_path(text: str, session_root: Path | None) -> tuple[Path | None
         return None, "Exports are never written inside the session directory: choose another folder."
     try:
         exports.check_target(path, replace=True)  # links (dangling or not), folders, missing folders, devices
-    except exports.ExportRefused as exc:
+    except (exports.ExportRefused, ValueError) as exc:  # ValueError: a NUL in the typed path
         return None, one_line(str(exc))
     return path, ""
 
