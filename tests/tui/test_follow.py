@@ -14,16 +14,19 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from textual.pilot import Pilot
 from textual.widgets import Static
 
-from store.mothx.db import OpenMode
 from store.demo.model import DEMO_NOW_UNIX
+from store.mothx.db import OpenMode
 from store.mothx.sessiondir import open_session_dir
 from tests.tui.appwait import settle as settle_app
-from tests.tui.runswait import wait_for
+from tests.tui.runswait import wait_for as wait_for_runs
 from tests.tui.test_live import free_udp_port, replace_live
 from tests.tui.test_native_transcript import (
     REWIND,
@@ -76,7 +79,11 @@ def append_messages(folder: Path, session_id: str, texts: list[str]) -> None:
                    cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=60)
 
 
-async def open_followed(pilot, app: SessionscopeApp, session_id: str) -> TranscriptScreen:  # type: ignore[no-untyped-def]
+async def wait_for(pilot: Pilot[Any], condition: Callable[[], bool], what: str) -> None:
+    await wait_for_runs(pilot, condition, what)
+
+
+async def open_followed(pilot: Pilot[Any], app: SessionscopeApp, session_id: str) -> TranscriptScreen:
     await settle_app(pilot)
     await replace_live(app, bus=False, watch=True, port=free_udp_port())
     app.open_transcript(session_id)
@@ -167,7 +174,7 @@ async def test_a_gap_says_partial_and_reloads(demo_dir: Path, demo_sessions: Dem
     app = SessionscopeApp(demo_dir, OpenMode.READ_WRITE, clock=lambda: DEMO_NOW_UNIX, live=False)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_followed(pilot, app, sid)
-        screen.FOLLOW_LIMIT = 2  # one follow step reads at most two rows: five new ones are a gap
+        screen.FOLLOW_LIMIT = 2  # type: ignore[misc]  # one follow step reads at most two rows: five new ones are a gap
         await pilot.press("G")
         await settle_transcript(pilot)
 
@@ -262,7 +269,7 @@ async def test_a_line_appended_to_a_codex_file_appears(real_fixtures: Path, tmp_
             await wait_for(pilot, lambda: screen.transcript is not None and screen.transcript.records == 21,
                            "the second appended line")
             await settle_native(pilot)
-            assert not screen.transcript.incomplete_turns, "the turn is complete now"
+            assert screen.transcript is not None and not screen.transcript.incomplete_turns, "the turn is complete now"
             assert "line 1 ·" in native_visible(screen), "scrolled up: the view did not move"
 
             path.write_bytes(b"\n".join(path.read_bytes().split(b"\n")[:5]) + b"\n")  # the file is rewritten

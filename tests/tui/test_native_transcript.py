@@ -12,10 +12,9 @@ import json
 import shutil
 import time
 from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
-from typing import ClassVar
-
 from textual.app import App
 from textual.binding import Binding
 from textual.pilot import Pilot
@@ -25,6 +24,7 @@ from store.agents.capture import capture_claude_code, capture_codex
 from store.mothx.db import OpenMode
 from store.mothx.sessiondir import SessionDir, open_session_dir
 from tui.screens.native_transcript import NativeRef, NativeTranscriptScreen
+from tui.screens.sessions import SessionsScreen
 from tui.widgets.export_dialog import ExportDialog
 from tui.widgets.native_sources import CallResult, ForkMark, RecordView, SubAgentNote
 from tui.widgets.transcript_blocks import render_item
@@ -87,7 +87,7 @@ class NativeHost(App[None]):
         self.push_screen(NativeTranscriptScreen(self.sd, self.ref))
 
 
-async def settle(pilot: Pilot[object]) -> NativeTranscriptScreen:
+async def settle(pilot: Pilot[Any]) -> NativeTranscriptScreen:
     app = pilot.app
     deadline = time.monotonic() + DEADLINE_S
     while True:
@@ -114,7 +114,7 @@ def all_blocks_text(screen: NativeTranscriptScreen) -> str:
     """Every block of the shown branch drawn as the view draws it (not only the lines on screen)."""
     view = screen.block_view
     pal = view._get_palette()
-    lines = []
+    lines: list[str] = []
     for item in screen.blocks:
         lines.extend(t.plain for t in render_item(item, 110, pal, screen.app.console))
     return "\n".join(lines)
@@ -128,7 +128,7 @@ def title(screen: NativeTranscriptScreen) -> str:
     return str(screen.query_one("#transcript-title", Static).content)
 
 
-async def open_native(pilot: Pilot[object]) -> NativeTranscriptScreen:
+async def open_native(pilot: Pilot[Any]) -> NativeTranscriptScreen:
     screen = await settle(pilot)
     assert screen.error == "", screen.error
     return screen
@@ -182,7 +182,8 @@ async def test_the_rewind_shows_one_branch_and_b_switches_to_the_other(captured:
             assert t is not None and len(t.forks) == 1 and len(t.forks[0].branches) == 2
             assert "⑂ 1 rewind (2 branches)" in title(screen)
             marks = [b for b in screen.blocks if isinstance(b.payload, ForkMark)]
-            assert len(marks) == 1 and marks[0].payload.fork.parent_line == 16
+            mark = marks[0].payload
+            assert len(marks) == 1 and isinstance(mark, ForkMark) and mark.fork.parent_line == 16
             text = all_blocks_text(screen)
             assert "⑂ 2 branches — b to switch · showing 2 of 2" in text
             latest, earlier = "I actually don't like much this idea", "I very much like this idea"
@@ -196,10 +197,10 @@ async def test_the_rewind_shows_one_branch_and_b_switches_to_the_other(captured:
             assert screen.selection == {t.forks[0].parent_uuid: 0}
             view_now = visible(screen)
             assert "showing 1 of 2" in view_now, "the view is put on the fork marker"
-            prompts = [b.payload.item for b in screen.blocks
+            records = [b.payload.item for b in screen.blocks
                        if isinstance(b.payload, RecordView) and b.payload.item.kind == "user"]
-            assert any(p.text.startswith(earlier) and p.line == 18 for p in prompts)
-            assert not any(p.line == 38 for p in prompts), "the other branch's prompt is not shown"
+            assert any(r.text.startswith(earlier) and r.line == 18 for r in records)
+            assert not any(r.line == 38 for r in records), "the other branch's prompt is not shown"
             await pilot.press("down", "down")
             screen = await settle(pilot)
             assert earlier in visible(screen)
@@ -229,7 +230,7 @@ async def test_the_sub_agent_shows_under_its_task_call_and_enter_opens_it(captur
         async with app.run_test(size=SIZE) as pilot:
             parent = await open_native(pilot)
             task = next(b for b in parent.blocks if isinstance(b.payload, RecordView) and b.payload.subagents)
-            assert task.payload.item.line == 4
+            assert isinstance(task.payload, RecordView) and task.payload.item.line == 4
             call = task.payload.calls[0]
             assert call.name == "Task" and call.result_line == 5 and call.subagent_id == "a2271d1"
             assert "↳ sub-agent a2271d1: 59 records" in all_blocks_text(parent)
@@ -286,7 +287,7 @@ async def test_interrupted_call_incomplete_turn_and_encrypted_reasoning(captured
             screen = await settle(pilot)
             cursor = screen.block_view.cursor_item
             assert "never completed" in visible(screen), "] jumps to the incomplete turn"
-            assert cursor is not None and cursor.payload.item.line == 9, "the cursor lands on the turn's first record"
+            assert cursor is not None and isinstance(cursor.payload, RecordView) and cursor.payload.item.line == 9, "the cursor lands on the turn's first record"
 
 
 async def test_summaries_with_dangling_leaf_uuids_are_marked(captured: Path) -> None:
@@ -326,14 +327,14 @@ async def test_e_exports_the_shown_branch_as_markdown(captured: Path) -> None:
     with open_session_dir(captured, OpenMode.READ_ONLY) as sd:
         app = NativeHost(sd, NativeRef("claude-code", REWIND))
         async with app.run_test(size=SIZE) as pilot:
-            screen = await open_native(pilot)
+            await open_native(pilot)
             await pilot.press("b")
-            screen = await settle(pilot)
+            await settle(pilot)
             await pilot.press("e")
             await pilot.pause()
             assert isinstance(app.screen, ExportDialog)
             await pilot.press("enter")
-            screen = await settle(pilot)
+            await settle(pilot)
             md = (Path.home() / f"{REWIND}.md").read_text(encoding="utf-8")
             assert "## user · line 18" in md and "I very much like this idea" in md
             assert "## user · line 38" not in md, "only the shown branch"
@@ -398,7 +399,8 @@ async def test_a_cut_off_copy_shows_unreadable_lines_in_place(real_fixtures: Pat
             assert "✗ unreadable line 47" in visible(screen).splitlines()[0], "then at the unreadable line"
             await pilot.press("right_square_bracket")
             screen = await settle(pilot)
-            assert screen.block_view.cursor_item.payload.item.line == 48, "then at its child's marker"
+            cursor = screen.block_view.cursor_item
+            assert cursor is not None and isinstance(cursor.payload, RecordView) and cursor.payload.item.line == 48, "then at its child's marker"
     finally:
         sd.close()  # type: ignore[attr-defined]
 
@@ -436,9 +438,10 @@ def test_every_native_binding_is_registered_with_a_tooltip() -> None:
 
     for owner in (NativeTranscriptScreen, NativeBlocksView, NativeRawView):
         for binding in owner.BINDINGS:
+            assert isinstance(binding, Binding)
             spec = actions.find(binding.id)
             assert spec is not None and spec.tooltip, f"{owner.__name__}: {binding.key}"
-    view_keys = {k for b in NativeBlocksView.BINDINGS for k in b.key.split(",")}
+    view_keys = {k for b in NativeBlocksView.BINDINGS if isinstance(b, Binding) for k in b.key.split(",")}
     assert "b" not in view_keys, "b reaches the screen (switch branch), not page up"
     assert actions.get("native-transcript.branch").key == "b"
     assert actions.get("native-transcript.follow").key == "F" and actions.get("transcript.follow").key == "F"
@@ -447,9 +450,8 @@ def test_every_native_binding_is_registered_with_a_tooltip() -> None:
 # --- the Sessions screen's source switch -------------------------------------------------------------------------
 
 
-async def settle_sessions(pilot: Pilot[object]) -> None:
+async def settle_sessions(pilot: Pilot[Any]) -> None:
     from tests.tui.appwait import settle as settle_app
-    from tui.screens.sessions import SessionsScreen
     from tui.widgets.native_session_list import AgentSessionList
 
     await settle_app(pilot)
@@ -459,7 +461,7 @@ async def settle_sessions(pilot: Pilot[object]) -> None:
         await pilot.app.workers.wait_for_complete()
         screen = pilot.app.screen
         ready = isinstance(screen, SessionsScreen) and screen.agent_counts is not None
-        if ready and screen.source != "mothx":
+        if ready and isinstance(screen, SessionsScreen) and screen.source != "mothx":
             found = screen.query(AgentSessionList)
             ready = bool(found) and found.first().loaded
         if ready and not any(w.is_running for w in pilot.app.workers):
@@ -469,7 +471,7 @@ async def settle_sessions(pilot: Pilot[object]) -> None:
         await asyncio.sleep(0.02)
 
 
-def status_line(app: App[object]) -> str:
+def status_line(app: App[Any]) -> str:
     from tui.widgets.statusbar import StatusBar
 
     bar = app.screen.query_one(StatusBar)
@@ -484,6 +486,7 @@ async def test_sessions_screen_lists_captured_sessions_and_a_switches_source(cap
     async with app.run_test(size=SIZE) as pilot:
         await settle_sessions(pilot)
         screen = app.screen
+        assert isinstance(screen, SessionsScreen)
         assert screen.source == "claude-code", "no mothx session here: it opens on the captured ones"
         agent_list = screen.query_one(AgentSessionList)
         rows = agent_list.rows
@@ -520,7 +523,7 @@ async def test_sessions_screen_lists_captured_sessions_and_a_switches_source(cap
         assert native.ref == NativeRef("claude-code", REWIND)
         await pilot.press("escape")
         await settle_sessions(pilot)
-        assert app.screen is screen and screen.source == "claude-code"
+        assert screen.source == "claude-code" and app.screen is screen
 
 
 async def test_the_mothx_list_is_unchanged_and_a_is_hidden_without_captures(demo_dir: Path,
@@ -532,6 +535,7 @@ async def test_the_mothx_list_is_unchanged_and_a_is_hidden_without_captures(demo
     async with app.run_test(size=SIZE) as pilot:
         await settle_sessions(pilot)
         screen = app.screen
+        assert isinstance(screen, SessionsScreen)
         assert screen.source == "mothx" and screen.agent_counts == {}
         assert screen.check_action("cycle_source", ()) is False
         assert " a " not in app.screen.query_one(KeyBar).render().plain
@@ -543,6 +547,7 @@ async def test_the_mothx_list_is_unchanged_and_a_is_hidden_without_captures(demo
     async with app.run_test(size=SIZE) as pilot:
         await settle_sessions(pilot)
         screen = app.screen
+        assert isinstance(screen, SessionsScreen)
         assert screen.source == "mothx", "mothx sessions exist: the list opens on them as before"
         assert screen.agent_counts == {"codex": 3} and screen.check_action("cycle_source", ()) is True
         assert "a Source" in app.screen.query_one(KeyBar).render().plain

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from textual.app import App
 from textual.pilot import Pilot
@@ -69,7 +70,7 @@ class TranscriptHost(App[None]):
         self.push_screen(TranscriptScreen(self.sd, self.session_id))
 
 
-async def settle(pilot: Pilot[object], rounds: int = 400) -> None:
+async def settle(pilot: Pilot[Any], rounds: int = 400) -> None:
     """Wait until no worker runs and the transcript screen (when shown) has no read in flight."""
     app = pilot.app
     for _ in range(rounds):
@@ -86,7 +87,7 @@ async def settle(pilot: Pilot[object], rounds: int = 400) -> None:
     raise AssertionError("the app did not settle: a read is still in flight")
 
 
-def screen_text(app: App[object]) -> str:
+def screen_text(app: App[Any]) -> str:
     """The transcript screen's active view as plain text, one line per row."""
     screen = app.screen
     assert isinstance(screen, TranscriptScreen)
@@ -94,7 +95,7 @@ def screen_text(app: App[object]) -> str:
     return "\n".join(view.render_line(y).text for y in range(view.size.height))
 
 
-async def open_from_sessions_list(pilot: Pilot[object], session_id: str) -> None:
+async def open_from_sessions_list(pilot: Pilot[Any], session_id: str) -> None:
     """Type the session id into the Sessions screen's filter, then open the single row with enter."""
     from tests.tui.appwait import settle as settle_sessions
 

@@ -24,17 +24,28 @@ from rich.style import Style
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Static
 
 from store.agents.native import NativeSession, NativeTranscript, SubAgentLink
+from store.safetext import one_line
 from tui import actions
-from tui.formatting import describe_error, one_line, plural, tildify
+from tui.formatting import describe_error, plural, tildify
 from tui.messages import ExportFinished
+from tui.safe import notify
 from tui.screens import transcript_actions  # noqa: F401 - registers the keys below
-from tui.widgets.export_dialog import ExportDialog, ExportRequest, notify_export, write_export
+from tui.screens.transcript import copy_item
+from tui.widgets.export_dialog import (
+    ExportDialog,
+    ExportRequest,
+    notify_export,
+    safe_json,
+    safe_markdown,
+    write_export,
+)
 from tui.widgets.header import AppHeader
 from tui.widgets.native_loading import NativeLoad, NativeRef, load_native, read_file_session, subagent_file
 from tui.widgets.native_sources import (
@@ -49,12 +60,11 @@ from tui.widgets.native_sources import (
     marker_keys,
     session_links,
 )
-from tui.widgets.transcript_blocks import item_copy_text
 from tui.widgets.transcript_view import GUTTER, JumpTarget, NativeBlocksView, NativeRawView, WindowedView
 
 if TYPE_CHECKING:
-    from store.mothx.sessiondir import SessionDir
     from store.agents.sessionlog import FollowUpdate, NativeFollower
+    from store.mothx.sessiondir import SessionDir
     from tui.widgets.transcript_blocks import ViewItem
 
 FOLLOW_POLL_S = 0.5
@@ -76,10 +86,11 @@ class NativeFailed(Message):
 class NativeBaselined(Message):
     """The followed file was read once; ``catch_up``: it holds another number of records than is shown."""
 
-    def __init__(self, stat: tuple[int, int, int] | None, catch_up: bool) -> None:
+    def __init__(self, stat: tuple[int, int, int] | None, catch_up: bool, error: str = "") -> None:
         super().__init__()
         self.stat = stat
         self.catch_up = catch_up
+        self.error = error
 
 
 class NativePolled(Message):
@@ -107,18 +118,18 @@ def native_title(session: NativeSession, t: NativeTranscript | None, link: SubAg
     if t is None:
         out.append("(no transcript)", Style(bold=True))
         return out
-    out.append(agent_title(session.agent), Style(bold=True))
+    out.append(one_line(agent_title(session.agent)), Style(bold=True))
     if link is not None:
-        out.append(f"  ·  sub-agent {link.agent_id or '?'}", Style(bold=True))
-        out.append(f" of {session.session_id or '?'}", Style(dim=True))
+        out.append(f"  ·  sub-agent {one_line(link.agent_id) or '?'}", Style(bold=True))
+        out.append(f" of {one_line(session.session_id) or '?'}", Style(dim=True))
         where = f"spawned by Task at line {link.task_line:,}" if link.task_call_id else "no Task call names it"
         out.append(f"  ·  {where}")
     else:
-        out.append(f"  ·  {session.session_id or t.path}", Style(dim=True))
+        out.append(f"  ·  {one_line(session.session_id or t.path)}", Style(dim=True))
     if t.cwd:
-        out.append(f"  ·  {tildify(t.cwd)}")
+        out.append(f"  ·  {one_line(tildify(t.cwd))}")
     if t.version:
-        out.append(f"  ·  version {t.version}", Style(dim=True))
+        out.append(f"  ·  version {one_line(t.version)}", Style(dim=True))
     out.append("\n")
     out.append(plural(t.records, "record"))
     out.append(f"  ·  {plural(len(t.tool_pairs), 'tool call')}")
@@ -141,7 +152,7 @@ def native_title(session: NativeSession, t: NativeTranscript | None, link: SubAg
     if t.unreadable:
         out.append(f"  ·  ✗ {len(t.unreadable)} unreadable", Style(bold=True, color="red"))
     if follow:
-        out.append(f"  ·  {follow}", Style(dim=True))
+        out.append(f"  ·  {one_line(follow)}", Style(dim=True))
     return out
 
 
@@ -149,7 +160,7 @@ class NativeTranscriptScreen(Screen[None]):
     """A native agent transcript in the Transcript screen's views: branches, sub-agents, raw lines, follow."""
 
     CSS_PATH = "transcript.tcss"
-    BINDINGS: ClassVar = actions.bindings("native-transcript")
+    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("native-transcript")]
     HELP_TITLE: ClassVar[str] = "Native transcript screen"
     AUTO_FOCUS = "#transcript-view"
 
@@ -184,18 +195,19 @@ class NativeTranscriptScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield AppHeader(section="Transcript")
-        yield Static(f"Reading {agent_title(self.ref.agent)} {self.ref.label}…", id="transcript-title", markup=False)
-        yield Static("", id="raw-columns", markup=False)
+        yield Static(Text(one_line(f"Reading {agent_title(self.ref.agent)} {self.ref.label}…")), id="transcript-title",
+                     markup=False)
+        yield Static(Text(""), id="raw-columns", markup=False)
         yield NativeBlocksView(id="transcript-view")
         yield NativeRawView(id="raw-view")
-        yield Static("", id="transcript-status", markup=False)
+        yield Static(Text(""), id="transcript-status", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
         self.raw_view.display = False
         self.query_one("#raw-columns").display = False
         if self._given is not None:
-            self._show(NativeLoad(self._given, self.disk_path, self.capture_root, self.source_root))
+            self._show_or_fail(NativeLoad(self._given, self.disk_path, self.capture_root, self.source_root))
         else:
             self._read(self.sd, self.ref)
 
@@ -225,7 +237,8 @@ class NativeTranscriptScreen(Screen[None]):
         try:
             load = load_native(sd, ref)
         except OSError as exc:
-            self.post_message(NativeFailed(f"{ref.path or ref.label} cannot be read: {exc.strerror or exc}."))
+            self.post_message(NativeFailed(f"{one_line(ref.path or ref.label)} cannot be read: "
+                                           f"{one_line(exc.strerror or exc)}."))
             return
         except Exception as exc:  # noqa: BLE001 - SessionStateOutOfSync, or a bug: one line
             self.post_message(NativeFailed(describe_error(exc)))
@@ -234,7 +247,13 @@ class NativeTranscriptScreen(Screen[None]):
 
     @on(NativeLoaded)
     def _loaded(self, message: NativeLoaded) -> None:
-        self._show(message.load)
+        self._show_or_fail(message.load)
+
+    def _show_or_fail(self, load: NativeLoad) -> None:
+        try:
+            self._show(load)
+        except Exception as exc:  # noqa: BLE001 - a transcript the blocks cannot be built from: one line
+            self._fail(f"The transcript could not be shown: {describe_error(exc)}")
 
     def _pick(self, session: NativeSession) -> tuple[NativeTranscript | None, SubAgentLink | None]:
         if self.ref.subagent:
@@ -261,7 +280,7 @@ class NativeTranscriptScreen(Screen[None]):
         self.from_disk = load.from_disk
         self.follow_note = load.note
         if self.transcript is None:
-            what = f"sub-agent {self.ref.subagent}" if self.ref.subagent else "the session's own transcript"
+            what = f"sub-agent {one_line(self.ref.subagent)}" if self.ref.subagent else "the session's own transcript"
             self._fail(f"The checkpoint does not hold {what}.")
             return
         self.blocks = self._build()
@@ -274,10 +293,10 @@ class NativeTranscriptScreen(Screen[None]):
 
     def _fail(self, text: str) -> None:
         self.error = text
-        self.query_one("#transcript-title", Static).update(Text(f"✗ {text}", style=Style(bold=True, color="red")))
+        self.query_one("#transcript-title", Static).update(Text(f"✗ {one_line(text)}", style=Style(bold=True, color="red")))
         self.block_view.show_text(f"✗ {text}")
         self.raw_view.show_text(f"✗ {text}")
-        self.notify(text, title="Cannot show the transcript", severity="error")
+        notify(self, text, title="Cannot show the transcript", severity="error")
 
     @on(NativeFailed)
     def _failed(self, message: NativeFailed) -> None:
@@ -327,18 +346,24 @@ class NativeTranscriptScreen(Screen[None]):
         """Read the file once without capturing (opening writes nothing); catch up when it already holds more."""
         stat = _stat_of(path)
         recapture, follower.recapture = follower.recapture, None
+        catch_up, error = False, ""
         try:
             follower.poll(None)
-        except Exception:  # noqa: BLE001 - the next poll tries again
-            stat = None
+            catch_up = stat is not None and len(follower.records) != shown
+        except Exception as exc:  # noqa: BLE001 - the status says why; the next poll tries again
+            stat, error = None, describe_error(exc)
         finally:
             follower.recapture = recapture
-        self.post_message(NativeBaselined(stat, stat is not None and len(follower.records) != shown))
+        self.post_message(NativeBaselined(stat, catch_up, error))
 
     @on(NativeBaselined)
     def _baselined(self, message: NativeBaselined) -> None:
         self._polling = False
         self._stat = message.stat
+        if message.error:
+            self.follow_note = f"follow: {message.error}"
+            notify(self, message.error, title="Cannot follow the file", severity="warning")
+            self._show_status()
         if message.catch_up:
             self._tick(True)
 
@@ -375,6 +400,8 @@ class NativeTranscriptScreen(Screen[None]):
     def _polled(self, message: NativePolled) -> None:
         self._polling = False
         if message.error:
+            if not self.follow_note.startswith("follow: "):  # said once, not at every poll
+                notify(self, message.error, title="Cannot follow the file", severity="warning")
             self.follow_note = f"follow: {message.error}"
             self._show_status()
             return
@@ -387,7 +414,12 @@ class NativeTranscriptScreen(Screen[None]):
             self.follow_note = "the file was rewritten: read again from scratch"
         else:
             self.follow_note = ""
-        self._apply(message.load, reset=update is not None and update.action == "reset")
+        try:
+            self._apply(message.load, reset=update is not None and update.action == "reset")
+        except Exception as exc:  # noqa: BLE001 - what is shown stays; the status says why
+            self.follow_note = f"follow: {describe_error(exc)}"
+            notify(self, self.follow_note, title="Cannot show the new records", severity="warning")
+            self._show_status()
 
     def _apply(self, load: NativeLoad, *, reset: bool = False) -> None:
         """Show a newer read of the session, keeping the place (at the bottom: follow it)."""
@@ -422,10 +454,10 @@ class NativeTranscriptScreen(Screen[None]):
         if self.follow:
             self._start_follow()
             self._tick(True)
-            self.notify("Following: records the agent appends show up.", timeout=2)
+            notify(self, "Following: records the agent appends show up.", timeout=2)
         else:
             self._stop_follow()
-            self.notify("Not following.", timeout=2)
+            notify(self, "Not following.", timeout=2)
         self._show_title()
         self._show_status()
 
@@ -456,7 +488,7 @@ class NativeTranscriptScreen(Screen[None]):
             parts.append(f"▼ {self.new_count:,} new — G to see them")
         if self.follow_note:
             parts.append(self.follow_note)
-        self.query_one("#transcript-status", Static).update("  ·  ".join(parts))
+        self.query_one("#transcript-status", Static).update(Text(one_line("  ·  ".join(parts))))
 
     # --- actions ----------------------------------------------------------------------------------------------
 
@@ -467,7 +499,7 @@ class NativeTranscriptScreen(Screen[None]):
         columns = self.query_one("#raw-columns", Static)
         columns.display = self.raw_mode
         if self.raw_mode:
-            columns.update(" " * GUTTER + "  line kind          record")
+            columns.update(Text(" " * GUTTER + "  line kind          record"))
         self.call_after_refresh(self.active_view.focus)
         self._show_status()
 
@@ -484,7 +516,7 @@ class NativeTranscriptScreen(Screen[None]):
             self.action_toggle_raw()
         forks = [(i, b) for i, b in enumerate(self.blocks) if isinstance(b.payload, ForkMark)]
         if not forks:
-            self.notify("This transcript has no rewind: there is only one branch.", timeout=3)
+            notify(self, "This transcript has no rewind: there is only one branch.", timeout=3)
             return
         here = self._cursor_index()
         above = [f for f in forks if f[0] <= here]
@@ -502,7 +534,7 @@ class NativeTranscriptScreen(Screen[None]):
                        if isinstance(b.payload, ForkMark) and b.payload.fork.parent_uuid == fork.parent_uuid), 0)
         self.block_view.set_source(NativeBlockSource(self.blocks), JumpTarget("seq", target))
         branch = fork.branches[new]
-        self.notify(f"Branch {new + 1} of {len(fork.branches)}: {one_line(branch.preview)[:80]}", timeout=3)
+        notify(self, f"Branch {new + 1} of {len(fork.branches)}: {one_line(branch.preview)[:80]}", timeout=3)
         self._show_status()
 
     def _subagent_under_cursor(self) -> SubAgentLink | None:
@@ -521,7 +553,7 @@ class NativeTranscriptScreen(Screen[None]):
             return
         link = self._subagent_under_cursor()
         if link is None:
-            self.notify("Put the cursor on a Task call that ran a sub-agent (↳), then press enter.", timeout=3)
+            notify(self, "Put the cursor on a Task call that ran a sub-agent (↳), then press enter.", timeout=3)
             return
         disk = subagent_file(link, self.source_root)
         ref = NativeRef(self.ref.agent, self.ref.agent_session_id, self.ref.path, link.agent_id)
@@ -531,7 +563,7 @@ class NativeTranscriptScreen(Screen[None]):
     def _jump_marker(self, forward: bool) -> None:
         keys = marker_keys(self.blocks)
         if not keys:
-            self.notify("Nothing to jump to: no fork, compaction, summary, unreadable line or interrupted call.",
+            notify(self, "Nothing to jump to: no fork, compaction, summary, unreadable line or interrupted call.",
                         timeout=3)
             return
         view = self.block_view
@@ -544,7 +576,7 @@ class NativeTranscriptScreen(Screen[None]):
             i = bisect.bisect_left(keys, here)
             target = keys[i - 1] if i > 0 else None
         if target is None:
-            self.notify(f"No {'later' if forward else 'earlier'} marker.", timeout=2)
+            notify(self, f"No {'later' if forward else 'earlier'} marker.", timeout=2)
             return
         view.jump_to_seq(target[1])
 
@@ -557,27 +589,14 @@ class NativeTranscriptScreen(Screen[None]):
             self._jump_marker(False)
 
     def action_copy(self) -> None:
-        item = self.active_view.cursor_item
-        if item is None:
-            self.notify("Nothing under the cursor to copy.", severity="warning", timeout=3)
-            return
-        text, what = item_copy_text(item)
-        via = "clipboard"
-        try:
-            import pyperclip
-
-            pyperclip.copy(text)
-        except Exception:  # noqa: BLE001 - no clipboard backend here: use OSC 52
-            self.app.copy_to_clipboard(text)
-            via = "terminal clipboard (OSC 52)"
-        self.notify(f"Copied {what} to the {via}: {plural(len(text), 'character')}.", timeout=3)
+        copy_item(self, self.active_view.cursor_item)
 
     def action_export(self) -> None:
         if self.transcript is None:
-            self.notify("The transcript is not loaded yet.", severity="warning", timeout=3)
+            notify(self, "The transcript is not loaded yet.", severity="warning", timeout=3)
             return
         name = (self.transcript.session_id or Path(self.transcript.path).stem) + (
-            f"-{self.link.agent_id}" if self.link is not None else "")
+            f"-{self.link.agent_id}" if self.link is not None else "")  # the dialog sanitizes it
         self.app.push_screen(ExportDialog(name, self.sd.root), self._export_chosen)
 
     def _export_chosen(self, request: ExportRequest | None) -> None:
@@ -588,8 +607,13 @@ class NativeTranscriptScreen(Screen[None]):
     def _export(self, request: ExportRequest, t: NativeTranscript, selection: dict[str, int]) -> None:
         from store.agents.native_export import native_json, native_markdown
 
-        make = native_json if request.format == "json" else native_markdown
-        self.post_message(write_export(request.path, self.sd.root, lambda: make(t, selection)))
+        if request.format == "json":
+            def make() -> str:
+                return safe_json(native_json(t, selection))
+        else:
+            def make() -> str:
+                return safe_markdown(native_markdown(t, selection))
+        self.post_message(write_export(request.path, self.sd.root, make, replace=request.replace))
 
     @on(ExportFinished)
     def _exported(self, message: ExportFinished) -> None:

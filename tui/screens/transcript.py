@@ -17,30 +17,39 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import ClassVar
 
 from rich.style import Style
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from store.agents.sessionlog import Cursor, FollowUpdate
+from store.errors import StoreError
 from store.mothx import entries
 from store.mothx.entries import ReplayPlan
-from store.errors import StoreError
 from store.mothx.sessiondir import SessionDir
-from store.agents.sessionlog import Cursor, FollowUpdate
+from store.safetext import one_line, safe
 from tui import actions
-from tui.screens import transcript_actions  # noqa: F401 - registers the keys below
 from tui.formatting import describe_error, plural, tildify
-from tui.messages import ExportFinished
 from tui.live import LiveChanged
-from tui.widgets.export_dialog import ExportDialog, ExportRequest, notify_export, write_export
+from tui.messages import ExportFinished
+from tui.safe import notify
+from tui.screens import transcript_actions  # noqa: F401 - registers the keys below
+from tui.widgets.export_dialog import (
+    ExportDialog,
+    ExportRequest,
+    notify_export,
+    safe_json,
+    safe_markdown,
+    write_export,
+)
 from tui.widgets.header import AppHeader
-from tui.widgets.transcript_blocks import item_copy_text, raw_header
+from tui.widgets.transcript_blocks import ViewItem, item_copy_text, raw_header
 from tui.widgets.transcript_view import (
     GUTTER,
     JumpTarget,
@@ -50,7 +59,6 @@ from tui.widgets.transcript_view import (
     TranscriptView,
     WindowedView,
 )
-
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,7 @@ class SessionFacts:
     rows_before_window: int
     note: str = ""          # why some details are missing ("" when none)
     turns_loaded: bool = False  # turn markers are read after the first page (16k turns take ~0.2 s)
+    verify_error: str = ""  # why the corrupt rows could not be counted ("" when they were, or are being)
     cursor: Cursor | None = None  # where following continues (read before the plan: nothing is missed)
 
 
@@ -77,9 +86,12 @@ class FactsLoaded(Message):
 
 
 class TurnsLoaded(Message):
-    def __init__(self, turns: list[tuple[int, str, str]]) -> None:
+    """The turn markers were read (``error``: they could not be; ``turns`` is then empty)."""
+
+    def __init__(self, turns: list[tuple[int, str, str]], error: str = "") -> None:
         super().__init__()
         self.turns = turns
+        self.error = error
 
 
 class PlanVerified(Message):
@@ -88,6 +100,14 @@ class PlanVerified(Message):
     def __init__(self, plan: ReplayPlan) -> None:
         super().__init__()
         self.plan = plan
+
+
+class VerifyFailed(Message):
+    """The verify pass could not count corrupt rows: ``text`` ends "counting corrupt rows…"."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
 
 
 class FactsFailed(Message):
@@ -110,12 +130,12 @@ def title_text(f: SessionFacts) -> Text:
     """The two title lines: who the session is, and what its replay holds."""
     plan = f.plan
     t = Text(no_wrap=True, overflow="ellipsis", end="")
-    t.append(f.title or "(untitled)", Style(bold=True))
-    t.append(f"  ·  {f.session_id}", Style(dim=True))
+    t.append(one_line(f.title) or "(untitled)", Style(bold=True))
+    t.append(f"  ·  {one_line(f.session_id)}", Style(dim=True))
     if f.cwd:
-        t.append(f"  ·  {tildify(f.cwd)}")
+        t.append(f"  ·  {one_line(tildify(f.cwd))}")
     if f.channel:
-        t.append(f"  ·  {f.channel}")
+        t.append(f"  ·  {one_line(f.channel)}")
     if f.message_count is not None:
         t.append(f"  ·  {plural(f.message_count, 'message')}")
     t.append("\n")
@@ -133,10 +153,12 @@ def title_text(f: SessionFacts) -> Text:
     if plan.corrupt_rows > 0:
         more = "" if plan.counts_verified else "≥"
         t.append(f"  ·  ✗ {more}{plural(plan.corrupt_rows, 'corrupt row')}", Style(bold=True, color="red"))
-    if not plan.counts_verified:
+    if not plan.counts_verified and f.verify_error:
+        t.append(f"  ·  ✗ corrupt rows not counted: {one_line(f.verify_error)}", Style(bold=True, color="red"))
+    elif not plan.counts_verified:
         t.append("  ·  counting corrupt rows…", Style(dim=True))
     if f.note:
-        t.append(f"  ·  {f.note}", Style(dim=True))
+        t.append(f"  ·  {one_line(f.note)}", Style(dim=True))
     return t
 
 
@@ -144,7 +166,7 @@ class TranscriptScreen(Screen[None]):
     """One session: the replay as blocks (or every raw row), turn / marker jumps, copy and export."""
 
     CSS_PATH = "transcript.tcss"
-    BINDINGS: ClassVar = actions.bindings("transcript")
+    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("transcript")]
     HELP_TITLE: ClassVar[str] = "Transcript screen"
     AUTO_FOCUS = "#transcript-view"
 
@@ -174,11 +196,11 @@ class TranscriptScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield AppHeader(section="Transcript")
-        yield Static(f"Opening session {self.session_id}…", id="transcript-title", markup=False)
-        yield Static(raw_header(200), id="raw-columns", markup=False)
+        yield Static(Text(f"Opening session {one_line(self.session_id)}…"), id="transcript-title", markup=False)
+        yield Static(Text(raw_header(200)), id="raw-columns", markup=False)
         yield TranscriptView(id="transcript-view")
         yield RawEntriesView(id="raw-view")
-        yield Static("", id="transcript-status", markup=False)
+        yield Static(Text(""), id="transcript-status", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -269,13 +291,16 @@ class TranscriptScreen(Screen[None]):
         try:
             turns = entries.turn_markers(sd, session_id)
         except Exception as exc:  # noqa: BLE001 - turns are optional: the replay still shows
-            self.app.call_from_thread(self.notify, f"Turn markers could not be read: {exc}", severity="warning")
+            self.post_message(TurnsLoaded([], describe_error(exc)))
             return
         self.post_message(TurnsLoaded(turns))
 
     @on(TurnsLoaded)
     def _turns_loaded(self, message: TurnsLoaded) -> None:
         f = self.facts
+        if message.error:
+            notify(self, f"Turn markers could not be read: {message.error}", title="No turn markers",
+                   severity="warning")
         if f is None:
             return
         self.facts = f = replace(f, turns=message.turns, turns_loaded=True)
@@ -286,13 +311,19 @@ class TranscriptScreen(Screen[None]):
         """One SQL pass over the session's JSON, after the first page is up: exact corrupt / replayed counts."""
         try:
             plan = entries.replay_plan(sd, session_id, verify=True)
-        except StoreError as exc:
-            self.app.call_from_thread(self.notify, str(exc), title="Cannot count corrupt rows", severity="warning")
-            return
-        except Exception as exc:  # noqa: BLE001
-            self.app.call_from_thread(self.notify, f"Corrupt rows could not be counted: {exc}", severity="warning")
+        except Exception as exc:  # noqa: BLE001 - the title says why, never a traceback
+            self.post_message(VerifyFailed(describe_error(exc)))
             return
         self.post_message(PlanVerified(plan))
+
+    @on(VerifyFailed)
+    def _verify_failed(self, message: VerifyFailed) -> None:
+        notify(self, message.text, title="Cannot count corrupt rows", severity="warning")
+        f = self.facts
+        if f is None:
+            return
+        self.facts = f = replace(f, verify_error=message.text)
+        self.query_one("#transcript-title", Static).update(title_text(f))
 
     @on(PlanVerified)
     def _plan_verified(self, message: PlanVerified) -> None:
@@ -313,14 +344,15 @@ class TranscriptScreen(Screen[None]):
     def _facts_failed(self, message: FactsFailed) -> None:
         self._reloading = False
         self.error = message.text
-        self.query_one("#transcript-title", Static).update(Text(f"✗ {message.text}", style=Style(bold=True, color="red")))
+        self.query_one("#transcript-title", Static).update(
+            Text(f"✗ {one_line(message.text)}", style=Style(bold=True, color="red")))
         self.transcript_view.show_text(f"✗ {message.text}")
         self.raw_view.show_text(f"✗ {message.text}")
-        self.notify(message.text, title="Cannot show the transcript", severity="error")
+        notify(self, message.text, title="Cannot show the transcript", severity="error")
 
     @on(WindowedView.Failed)
     def _view_failed(self, message: WindowedView.Failed) -> None:
-        self.notify(message.text, title="Cannot read entries", severity="error")
+        notify(self, message.text, title="Cannot read entries", severity="error")
         self._start_background_reads()
 
     def _start_raw(self) -> None:
@@ -366,7 +398,7 @@ class TranscriptScreen(Screen[None]):
             parts.append(f"▼ {self.new_count:,} new — G to see them")
         if self.follow_note:
             parts.append(self.follow_note)
-        self.query_one("#transcript-status", Static).update("  ·  ".join(parts))
+        self.query_one("#transcript-status", Static).update(Text(one_line("  ·  ".join(parts))))
 
     @staticmethod
     def _shows_last(view: WindowedView) -> bool:
@@ -382,7 +414,7 @@ class TranscriptScreen(Screen[None]):
         columns = self.query_one("#raw-columns", Static)
         columns.display = self.raw_mode
         if self.raw_mode:
-            columns.update(" " * GUTTER + raw_header(max(20, self.size.width - GUTTER - 1)))
+            columns.update(Text(" " * GUTTER + raw_header(max(20, self.size.width - GUTTER - 1))))
             self._start_raw()
         self.call_after_refresh(self.active_view.focus)
         self._show_status()
@@ -411,7 +443,7 @@ class TranscriptScreen(Screen[None]):
 
     def _jump(self, seqs: list[int], forward: bool, what: str) -> None:
         if not seqs:
-            self.notify(f"This session has no {what}.", severity="warning", timeout=3)
+            notify(self, f"This session has no {what}.", severity="warning", timeout=3)
             return
         here = self._current_seq()
         if here is None:
@@ -425,13 +457,13 @@ class TranscriptScreen(Screen[None]):
                 i -= 1  # the cursor already sits on this turn's first block: go to the turn before
             target = seqs[i - 1] if i > 0 else None
         if target is None:
-            self.notify(f"No {'later' if forward else 'earlier'} {what}.", timeout=2)
+            notify(self, f"No {'later' if forward else 'earlier'} {what}.", timeout=2)
             return
         self.active_view.jump_to_seq(target)
 
     def _turns_ready(self) -> bool:
         if self.facts is not None and not self.facts.turns_loaded:
-            self.notify("Turn markers are still being read.", timeout=2)
+            notify(self, "Turn markers are still being read.", timeout=2)
             return False
         return True
 
@@ -492,6 +524,8 @@ class TranscriptScreen(Screen[None]):
         update = message.update
         if message.error or update is None or f is None or not self.follow:
             if message.error:
+                if not self.follow_note.startswith("follow: "):  # said once, not at every hint
+                    notify(self, message.error, title="Cannot follow the session", severity="warning")
                 self.follow_note = f"follow: {message.error}"
                 self._show_status()
             return
@@ -548,31 +582,18 @@ class TranscriptScreen(Screen[None]):
         self.follow = not self.follow
         self.follow_note = ""
         if self.follow:
-            self.notify("Following: entries other processes append show up.", timeout=2)
+            notify(self, "Following: entries other processes append show up.", timeout=2)
             self.follow_step()  # catch up with what was appended while not following
         else:
-            self.notify("Not following: the view stays as it is.", timeout=2)
+            notify(self, "Not following: the view stays as it is.", timeout=2)
         self._show_status()
 
     def action_copy(self) -> None:
-        item = self.active_view.cursor_item
-        if item is None:
-            self.notify("Nothing under the cursor to copy.", severity="warning", timeout=3)
-            return
-        text, what = item_copy_text(item)
-        via = "clipboard"
-        try:
-            import pyperclip
-
-            pyperclip.copy(text)
-        except Exception:  # noqa: BLE001 - pyperclip has no backend here (no xclip / wl-copy): use OSC 52
-            self.app.copy_to_clipboard(text)
-            via = "terminal clipboard (OSC 52)"
-        self.notify(f"Copied {what} to the {via}: {plural(len(text), 'character')}.", timeout=3)
+        copy_item(self, self.active_view.cursor_item)
 
     def action_export(self) -> None:
         if self.facts is None:
-            self.notify("The session is not loaded yet.", severity="warning", timeout=3)
+            notify(self, "The session is not loaded yet.", severity="warning", timeout=3)
             return
         self.app.push_screen(ExportDialog(self.facts.session_id, self.sd.root), self._export_chosen)
 
@@ -582,12 +603,44 @@ class TranscriptScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="transcript-export", exit_on_error=False, description="Export the transcript")
     def _export(self, request: ExportRequest) -> None:
-        make = entries.export_json if request.format == "json" else entries.export_markdown
-        self.post_message(write_export(request.path, self.sd.root, lambda: make(self.sd, self.session_id)))
+        sd, session_id = self.sd, self.session_id
+        if request.format == "json":
+            def make() -> str:
+                return safe_json(entries.export_json(sd, session_id))
+        else:
+            def make() -> str:
+                return safe_markdown(entries.export_markdown(sd, session_id))
+        self.post_message(write_export(request.path, sd.root, make, replace=request.replace))
 
     @on(ExportFinished)
     def _export_finished(self, message: ExportFinished) -> None:
         notify_export(self, message)
+
+
+def copy_item(screen: Screen[None], item: ViewItem | None) -> None:
+    """``y`` on both transcript screens: put the text of ``item`` on the clipboard and say so.
+
+    The copied text is made safe first (newlines and tabs kept, every other control, bidi and surrogate
+    character as a visible escape): what is pasted into a terminal can hold no escape sequence, and a lone
+    surrogate cannot make the copy fail."""
+    if item is None:
+        notify(screen, "Nothing under the cursor to copy.", severity="warning", timeout=3)
+        return
+    raw, what = item_copy_text(item)
+    text = safe(raw, newlines=True, tabs=True)
+    via = "clipboard"
+    try:
+        import pyperclip
+
+        pyperclip.copy(text)
+    except Exception:  # noqa: BLE001 - pyperclip has no backend here (no xclip / wl-copy): use OSC 52
+        via = "terminal clipboard (OSC 52)"
+        try:
+            screen.app.copy_to_clipboard(text)
+        except Exception as exc:  # noqa: BLE001 - one line, never a traceback
+            notify(screen, f"Could not copy {what}: {describe_error(exc)}", title="Copy failed", severity="error")
+            return
+    notify(screen, f"Copied {what} to the {via}: {plural(len(text), 'character')}.", timeout=3)
 
 
 def _start_cursor(sd: SessionDir, session_id: str) -> Cursor | None:
@@ -600,4 +653,4 @@ def _start_cursor(sd: SessionDir, session_id: str) -> Cursor | None:
         return None
 
 
-__all__ = ["SessionFacts", "TranscriptScreen", "title_text"]
+__all__ = ["SessionFacts", "TranscriptScreen", "copy_item", "title_text"]

@@ -1,18 +1,25 @@
 """The export dialog: pick Markdown or JSON and a file path; the Transcript screen writes the file.
 
 ``push_screen(ExportDialog(session_id, session_root), callback)`` calls back with an :class:`ExportRequest`, or
-``None`` when cancelled. The dialog refuses a path inside the session directory (an export never writes
-there, whatever the open mode), a missing folder and an existing folder; an existing file is replaced only
-after a second press of Export.
+``None`` when cancelled. The default path is ``~/<name>`` with the name from :func:`store.exports.default_name`
+(an id like ``../../../../etc/x`` becomes ``etc-x.md``, inside the home folder). The dialog refuses a path
+inside the session directory (an export never writes there, whatever the open mode), a missing folder, an
+existing folder and a symbolic link (dangling or not: one line says where it points); an existing regular file
+is replaced only after a second press of Export, and then the request says ``replace=True``.
+
+:func:`write_export` writes through :func:`store.exports.write_file` (never through a link, ``O_EXCL`` unless
+replacing, lone surrogates written as escapes), so whatever happened, one :class:`ExportFinished` says it.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -21,8 +28,11 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Button, Input, RadioButton, RadioSet, Static
 
-from tui.formatting import plural, tildify
+from store import exports
+from store.safetext import json_dumps, one_line, safe
+from tui.formatting import describe_error, plural, tildify
 from tui.messages import ExportFinished
+from tui.safe import notify
 
 ExportFormat = Literal["markdown", "json"]
 EXTENSIONS: dict[str, str] = {"markdown": ".md", "json": ".json"}
@@ -34,11 +44,12 @@ class ExportRequest:
 
     format: ExportFormat
     path: Path
+    replace: bool = False  # the file exists and the user pressed Export twice to replace it
 
 
 def default_export_path(session_id: str, fmt: ExportFormat = "markdown") -> str:
-    """``~/<session id>.md`` (or ``.json``), as typed text."""
-    return f"~/{session_id}{EXTENSIONS[fmt]}"
+    """``~/<sanitized id>.md`` (or ``.json``), as typed text: always one file name inside the home folder."""
+    return "~/" + exports.default_name(session_id, EXTENSIONS[fmt])
 
 
 def inside(path: Path, folder: Path) -> bool:
@@ -50,28 +61,45 @@ def inside(path: Path, folder: Path) -> bool:
     return True
 
 
-def write_export(path: Path, session_root: Path, make: Callable[[], str]) -> ExportFinished:
-    """Write the text ``make()`` returns to ``path`` (never inside the session directory), in a worker; the
-    returned message says what happened and is posted by the caller."""
+def write_export(path: Path, session_root: Path, make: Callable[[], str], *, replace: bool = False) -> ExportFinished:
+    """Write the text ``make()`` returns to ``path`` (never inside the session directory, never through a link;
+    an existing file only with ``replace``), in a worker. The returned message says what happened, a failure of
+    any kind included, and is posted by the caller."""
     from store.errors import StoreError
 
     try:
         if inside(path, session_root):
-            raise StoreError("Exports are never written inside the session directory.")
+            raise exports.ExportRefused("Exports are never written inside the session directory.")
+        exports.check_target(path, replace=replace)  # refused before the (maybe long) export is made
         text = make()
-        path.write_text(text, encoding="utf-8")
+        exports.write_file(path, text, replace=replace)
     except StoreError as exc:
-        return ExportFinished(path, 0, str(exc))
+        return ExportFinished(path, 0, one_line(str(exc)))
     except OSError as exc:
-        return ExportFinished(path, 0, f"{path} could not be written: {exc.strerror or exc}.")
+        return ExportFinished(path, 0, f"{one_line(str(path))} could not be written: {one_line(exc.strerror or exc)}.")
+    except Exception as exc:  # noqa: BLE001 - a bug in an exporter: one line, never a silent failure
+        return ExportFinished(path, 0, f"The export could not be made: {describe_error(exc)}")
     return ExportFinished(path, len(text))
+
+
+def safe_markdown(text: str) -> str:
+    """Exported Markdown with every control, bidi, separator and surrogate character as a visible escape."""
+    return safe(text, newlines=True, tabs=True)
+
+
+def safe_json(text: str) -> str:
+    """Exported JSON re-written by :func:`store.safetext.json_dumps` (the same data, no raw unsafe character;
+    a final newline kept when there was one)."""
+    import json
+
+    return json_dumps(json.loads(text)) + ("\n" if text.endswith("\n") else "")
 
 
 def notify_export(widget: Widget, message: ExportFinished) -> None:
     if message.error:
-        widget.notify(message.error, title="Export failed", severity="error")
+        notify(widget, message.error, title="Export failed", severity="error")
     else:
-        widget.notify(f"Exported to {tildify(message.path)} ({plural(message.chars, 'character')}).", title="Export")
+        notify(widget, f"Exported to {tildify(message.path)} ({plural(message.chars, 'character')}).", title="Export")
 
 
 def check_export_path(text: str, session_root: Path | None) -> tuple[Path | None, str]:
@@ -79,15 +107,18 @@ def check_export_path(text: str, session_root: Path | None) -> tuple[Path | None
     text = text.strip()
     if not text:
         return None, "Type a file path."
-    path = Path(text).expanduser()
+    try:
+        path = Path(text).expanduser()
+    except RuntimeError:  # ~user that does not exist
+        return None, f"{one_line(text)}: no such home folder."
     if not path.is_absolute():
         path = Path.cwd() / path
     if session_root is not None and inside(path, session_root):
         return None, "Exports are never written inside the session directory: choose another folder."
-    if path.is_dir():
-        return None, f"{path} is a folder: add a file name."
-    if not path.parent.is_dir():
-        return None, f"The folder {path.parent} does not exist."
+    try:
+        exports.check_target(path, replace=True)  # links (dangling or not), folders, missing folders, devices
+    except (exports.ExportRefused, ValueError) as exc:  # ValueError: a NUL in the typed path
+        return None, one_line(str(exc))
     return path, ""
 
 
@@ -173,14 +204,14 @@ class ExportDialog(ModalScreen["ExportRequest | None"]):
                 yield RadioButton("JSON (.json)", value=self.format == "json", id="export-json")
             yield Static("File (outside the session directory):", id="export-label", markup=False)
             yield Input(default_export_path(self.session_id, self.format), id="export-path")
-            yield Static("enter or Export writes the file · esc cancels", id="export-note", markup=False)
+            yield Static(Text("enter or Export writes the file · esc cancels"), id="export-note", markup=False)
             with Horizontal(id="export-buttons"):
                 yield Button("Cancel", id="export-cancel")
                 yield Button("Export", id="export-ok", variant="primary")
 
     def _note(self, text: str, kind: str = "") -> None:
         note = self.query_one("#export-note", Static)
-        note.update(text)
+        note.update(Text(one_line(text)))
         note.set_class(kind == "problem", "-problem")
         note.set_class(kind == "warning", "-warning")
 
@@ -209,11 +240,12 @@ class ExportDialog(ModalScreen["ExportRequest | None"]):
         if path is None:
             self._note(problem, "problem")
             return
-        if path.exists() and self._armed_overwrite != path:
+        exists = os.path.lexists(path)
+        if exists and self._armed_overwrite != path:
             self._armed_overwrite = path
-            self._note(f"{path.name} exists: press Export again to replace it.", "warning")
+            self._note(f"{one_line(path.name)} exists: press Export again to replace it.", "warning")
             return
-        self.dismiss(ExportRequest(self.format, path))
+        self.dismiss(ExportRequest(self.format, path, replace=exists))
 
     @on(Button.Pressed, "#export-cancel")
     def action_cancel(self) -> None:

@@ -39,6 +39,7 @@ from tui.widgets.native_sources import (
     RecordView,
     SubAgentNote,
 )
+from tui.widgets.transcript_blocks import _JSON_HIGHLIGHTER as JSON_HIGHLIGHTER
 from tui.widgets.transcript_blocks import (
     MAX_ARGUMENT_LINES,
     MAX_MARKER_SUMMARY_LINES,
@@ -47,13 +48,13 @@ from tui.widgets.transcript_blocks import (
     _right_aligned,
     _text,
     clean,
+    clean_line,
     clip,
     pretty_arguments,
     short_id,
     short_time,
     wrap,
 )
-from tui.widgets.transcript_blocks import _JSON_HIGHLIGHTER as JSON_HIGHLIGHTER
 
 MAX_RESULT_LINES = 8        # lines of a tool result drawn under its call
 MAX_UNREADABLE_RAW = 3      # lines of an unreadable line's text
@@ -77,7 +78,7 @@ def render_native(item: ViewItem, width: int, pal: Palette, console: Console) ->
         return raw_line(p.item, width, pal)
     if isinstance(p, RecordView):
         return record_lines(p, width, pal, console)
-    return [_text(f"(unknown item {item.kind})", pal.muted, pal.base)]
+    return [_text(f"(unknown item {clean_line(item.kind)})", pal.muted, pal.base)]
 
 
 def _rule(left_text: str, right_text: str, char: str, style: Style, width: int, base: Style) -> Text:
@@ -118,7 +119,7 @@ def _header(view: RecordView, width: int, pal: Palette) -> Text:
     elif kind == K_SYSTEM:
         left.append("⚙ system", pal.system)
         if item.subtype:
-            left.append(f" {clean(item.subtype)}", pal.muted)
+            left.append(f" {clean_line(item.subtype)}", pal.muted)
     elif kind == K_SESSION_META:
         left.append("◇ session", pal.muted)
     elif kind == K_COMPACT_SUMMARY:
@@ -127,9 +128,9 @@ def _header(view: RecordView, width: int, pal: Palette) -> Text:
     elif kind == K_SUMMARY:
         left.append("◆ summary", pal.marker)
     else:
-        left.append(f"● {clean(kind)}", pal.muted)
+        left.append(f"● {clean_line(kind)}", pal.muted)
         if item.subtype:
-            left.append(f" {clean(item.subtype)}", pal.muted)
+            left.append(f" {clean_line(item.subtype)}", pal.muted)
     if "meta" in item.flags:
         left.append("  ⚙ meta", pal.system)
     elif "command" in item.flags:
@@ -160,14 +161,14 @@ def _call_lines(call: CallResult, width: int, pal: Palette, console: Console) ->
     out: list[Text] = []
     head = Text(style=base, end="")
     head.append("  → ", pal.tool)
-    head.append(clean(call.name) or "(unnamed tool)", Style.combine([pal.tool, Style(bold=True)]))
+    head.append(clean_line(call.name) or "(unnamed tool)", Style.combine([pal.tool, Style(bold=True)]))
     if call.call_id:
-        head.append(f"  {clean(call.call_id)}", pal.muted)
+        head.append(f"  {clean_line(call.call_id)}", pal.muted)
     out.extend(wrap(head, width, console))
     if call.subagent is not None:
         link = call.subagent
         note_text = Text(style=base, end="")
-        note_text.append(f"    ↳ sub-agent {clean(link.agent_id) or '?'}: {link.transcript.records:,} records",
+        note_text.append(f"    ↳ sub-agent {clean_line(link.agent_id) or '?'}: {link.transcript.records:,} records",
                          Style.combine([pal.override, Style(bold=True)]))
         note_text.append("  — enter opens it", pal.muted)
         out.extend(wrap(note_text, width, console))
@@ -261,11 +262,11 @@ def record_lines(view: RecordView, width: int, pal: Palette, console: Console) -
                 wrote = True
         elif block.kind == "tool_result":
             if block.tool_id in view.results_elsewhere:
-                out.append(_text(f"  ◂ result of {clean(block.tool_id)} (shown under its call)", pal.muted, base))
+                out.append(_text(f"  ◂ result of {clean_line(block.tool_id)} (shown under its call)", pal.muted, base))
             else:
                 head = _text("  ◂ result", pal.tool, base)
                 if block.tool_id:
-                    head.append(f"  {clean(block.tool_id)}", pal.muted)
+                    head.append(f"  {clean_line(block.tool_id)}", pal.muted)
                 if item.kind == K_TOOL_RESULT:
                     head.append("  (its call is not shown here)", pal.muted)
                 if block.is_error:
@@ -275,8 +276,8 @@ def record_lines(view: RecordView, width: int, pal: Palette, console: Console) -
                           console, prefix="    │ ", prefix_style=pal.tool, max_lines=MAX_RESULT_LINES)
             wrote = True
         else:
-            label = {"image": "▣ image", "document": "▤ document"}.get(block.kind, f"▢ {clean(block.kind)}")
-            desc = clean(block.text).replace("\n", " ")
+            label = {"image": "▣ image", "document": "▤ document"}.get(block.kind, f"▢ {clean_line(block.kind)}")
+            desc = clean_line(block.text)
             out.extend(wrap(_text(f"{label}: {desc}" if desc and desc != f"[{block.kind}]" else label, pal.muted,
                                   base), width, console, Text("  ", style=base)))
             wrote = True
@@ -295,7 +296,7 @@ def compaction_lines(view: RecordView, width: int, pal: Palette, console: Consol
     base = pal.base
     out = _parent_marker(view, width, pal)
     if item.kind == K_COMPACT_BOUNDARY:
-        facts = [f"{item.subtype}" if item.subtype else "compaction"]
+        facts = [clean_line(item.subtype) if item.subtype else "compaction"]
         if item.tokens is not None:
             facts.append(f"{item.tokens:,} tokens before")
         out.append(_rule(f"━━ compaction · {' · '.join(facts)} ", f" {_where(item)} ━━", "━", pal.marker, width, base))
@@ -310,8 +311,8 @@ def compaction_lines(view: RecordView, width: int, pal: Palette, console: Consol
         if note:
             out.append(_text("  │ " + note, pal.muted, base))
         for r in view.replacement[:6]:
-            role = r.role or r.kind
-            out.extend(wrap(_text(f"{role}: {clean(r.text).replace(chr(10), ' ')}", pal.muted, base), width, console,
+            role = clean_line(r.role or r.kind)
+            out.extend(wrap(_text(f"{role}: {clean_line(r.text)}", pal.muted, base), width, console,
                             Text("    · ", style=base)))
             out[-1].truncate(width, overflow="ellipsis")
         if n > 6:
@@ -324,7 +325,8 @@ def unreadable_lines(item: NativeItem, width: int, pal: Palette, console: Consol
     base = pal.base
     out = [_right_aligned(_text(f"✗ unreadable line {item.line:,}", pal.error, base),
                           _text(f"line {item.line:,}", pal.muted, base), width, base)]
-    out.extend(wrap(_text(item.error or "not valid JSON", pal.error, base), width, console, Text("  ", style=base)))
+    out.extend(wrap(_text(clean(item.error or "not valid JSON"), pal.error, base), width, console,
+                    Text("  ", style=base)))
     shown, note = clip(clean(item.raw), max_lines=MAX_UNREADABLE_RAW, max_chars=600)
     out.extend(wrap(_text(shown, pal.muted, base), width, console, _text("  │ ", pal.error, base)))
     if note:
@@ -345,7 +347,7 @@ def fork_lines(mark: ForkMark, width: int, pal: Palette, console: Console) -> li
         row.append("  ▸ " if chosen else "    ", pal.override)
         row.append(f"{br.index + 1}  {short_time(br.timestamp)}  {br.items:,} records  ",
                    pal.override if chosen else pal.muted)
-        row.append(clean(br.preview).replace("\n", " "), Style() if chosen else pal.muted)
+        row.append(clean_line(br.preview), Style() if chosen else pal.muted)
         row.truncate(width, overflow="ellipsis")
         out.append(row)
     out.append(Text(style=base, end=""))
@@ -353,11 +355,11 @@ def fork_lines(mark: ForkMark, width: int, pal: Palette, console: Console) -> li
 
 
 def quiet_line(item: NativeItem, width: int, pal: Palette) -> Text:
-    label = QUIET_LABELS.get(item.kind, item.kind)
+    label = QUIET_LABELS.get(item.kind) or clean_line(item.kind)
     if item.kind == "event" and item.subtype:
-        label = f"event {item.subtype}"
+        label = f"event {clean_line(item.subtype)}"
     left = _text(f"  · {label}  ", pal.turn, pal.base)
-    left.append(clean(item.text).replace("\n", " "), pal.turn)
+    left.append(clean_line(item.text), pal.turn)
     return _right_aligned_cut(left, _text(f" line {item.line:,}", pal.turn, pal.base), width, pal.base)
 
 
@@ -370,9 +372,9 @@ def _right_aligned_cut(left: Text, right: Text, width: int, base: Style) -> Text
 
 
 def turn_rule(item: NativeItem, width: int, pal: Palette) -> list[Text]:
-    tid = short_id(clean(item.turn_id)) or "?"
+    tid = short_id(item.turn_id) or "?"
     if item.kind == K_TURN_ABORTED:
-        return [_rule(f"⚠ turn {tid} aborted: {clean(item.text)} ", f" line {item.line:,} ──", "─", pal.warning,
+        return [_rule(f"⚠ turn {tid} aborted: {clean_line(item.text)} ", f" line {item.line:,} ──", "─", pal.warning,
                       width, pal.base)]
     if item.kind == K_TURN_END:
         return [_rule(f"──── turn {tid} complete ", f" line {item.line:,} ──", "─", pal.turn, width, pal.base)]
@@ -387,12 +389,12 @@ def subagent_note_lines(note: SubAgentNote, width: int, pal: Palette, console: C
     link = note.link
     base = pal.base
     head = Text(style=base, end="")
-    head.append(f"↳ sub-agent {clean(link.agent_id) or '?'}: {link.transcript.records:,} records",
+    head.append(f"↳ sub-agent {clean_line(link.agent_id) or '?'}: {link.transcript.records:,} records",
                 Style.combine([pal.override, Style(bold=True)]))
-    head.append(f"  ({link.layout} layout; no Task call here names it) — enter opens it", pal.muted)
+    head.append(f"  ({clean_line(link.layout)} layout; no Task call here names it) — enter opens it", pal.muted)
     out = wrap(head, width, console)
     if link.prompt:
-        shown, _ = clip(clean(link.prompt).replace("\n", " "), max_lines=1, max_chars=300)
+        shown, _ = clip(clean_line(link.prompt), max_lines=1, max_chars=300)
         out.extend(wrap(_text(shown, pal.muted, base), width, console, Text("  ", style=base)))
     out.append(Text(style=base, end=""))
     return out
@@ -403,17 +405,17 @@ NATIVE_RAW_COLUMNS = "  line kind          record"
 
 def raw_line(item: NativeItem, width: int, pal: Palette) -> list[Text]:
     bad = item.kind == K_UNREADABLE
-    prefix = f"{item.line:>6} {item.kind[:13]:<13} "
+    prefix = f"{item.line:>6} {clean_line(item.kind)[:13]:<13} "
     line = _text(prefix, pal.error if bad else pal.base, pal.base)
     room = max(4, width - len(prefix))
-    preview = clean(item.raw).replace("\n", " ")
+    preview = clean_line(item.raw)
     if len(preview) > room:
         preview = preview[: room - 1] + "…"
     line.append(preview, pal.error if bad else pal.muted)
     line.truncate(width)
     if not bad:
         return [line]
-    reason = _text(f"{' ' * 7}✗ {clean(item.error or 'not valid JSON')}", pal.error, pal.base)
+    reason = _text(f"{' ' * 7}✗ {clean_line(item.error or 'not valid JSON')}", pal.error, pal.base)
     reason.truncate(width, overflow="ellipsis")
     return [line, reason]
 

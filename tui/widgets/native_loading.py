@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from store.errors import StoreError
 from store.agents.native import AGENT_CODEX, NativeSession, SubAgentLink
+from store.errors import StoreError
 
 if TYPE_CHECKING:
     from store.mothx.sessiondir import SessionDir
@@ -66,9 +66,21 @@ def read_file_session(path: Path) -> NativeSession:
     return link_claude_code_session(t, [])
 
 
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except (ValueError, OSError, RuntimeError):
+        return False
+    return True
+
+
 def subagent_file(link: SubAgentLink, root: Path | None) -> Path | None:
+    """The sub-agent's file on disk (to follow), or None. A checkpoint's relative path is taken only when it
+    stays inside ``root`` (a path like ``../../etc/passwd`` in the data is not followed)."""
     if root is not None and link.transcript.path and not Path(link.transcript.path).is_absolute():
         candidate = root / link.transcript.path
+        if not _inside(candidate, root):
+            return None
         return candidate if candidate.is_file() else None
     path = Path(link.transcript.path)
     return path if path.is_absolute() and path.is_file() else None
@@ -77,14 +89,15 @@ def subagent_file(link: SubAgentLink, root: Path | None) -> Path | None:
 def load_native(sd: SessionDir, ref: NativeRef, *, prefer_disk: bool = False) -> NativeLoad:
     """Read what ``ref`` names (in a worker). ``prefer_disk``: read a checkpoint's files from disk instead
     (following in a read mode, where nothing can be captured)."""
+    disk: Path | None
     if ref.path:
         path = Path(ref.path)
-        session = read_file_session(path)
+        file_session = read_file_session(path)
         disk = path
         if ref.subagent:
-            link = next((s for s in session.subagents if s.agent_id == ref.subagent), None)
-            disk = Path(link.transcript.path) if link is not None else None
-        return NativeLoad(session, disk)
+            found = next((s for s in file_session.subagents if s.agent_id == ref.subagent), None)
+            disk = Path(found.transcript.path) if found is not None else None
+        return NativeLoad(file_session, disk)
     from store.agents.agentstate import checkpoint_info
     from store.agents.capture import read_checkpoint_session
 
@@ -92,8 +105,8 @@ def load_native(sd: SessionDir, ref: NativeRef, *, prefer_disk: bool = False) ->
     root = Path(info.source_root) if info is not None and info.source_root else None
     rel = info.state.transcript_path if info is not None and info.state is not None else ""
     disk_main = root / rel if root is not None and rel else None
-    if disk_main is not None and not disk_main.is_file():
-        disk_main = None
+    if disk_main is not None and (not disk_main.is_file() or root is None or not _inside(disk_main, root)):
+        disk_main = None  # gone, or a path in the data that leaves the folder it was captured from
     session: NativeSession | None = None
     from_disk = False
     if prefer_disk and disk_main is not None:

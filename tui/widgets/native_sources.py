@@ -35,7 +35,6 @@ from store.agents.native import (
     K_PROGRESS,
     K_QUEUE,
     K_TOKEN_COUNT,
-    K_TOOL_CALL,
     K_TOOL_RESULT,
     K_TURN_ABORTED,
     K_TURN_CONTEXT,
@@ -159,7 +158,7 @@ class _Builder:
     out: list[ViewItem] = field(default_factory=list)
 
     def add(self, key: tuple[int, int], kind: str, payload: object) -> None:
-        self.out.append(ViewItem(key, kind, payload, float(len(self.out))))  # type: ignore[arg-type]
+        self.out.append(ViewItem(key, kind, payload, float(len(self.out))))
 
 
 def build_blocks(
@@ -309,7 +308,7 @@ class NativeRawSource(MemorySource):
     """The lines of a native file by line number; unreadable ones carry their reason."""
 
     def __init__(self, t: NativeTranscript) -> None:
-        super().__init__([ViewItem((SECTION_BODY, it.line), N_ROW, RawLine(it), float(n))  # type: ignore[arg-type]
+        super().__init__([ViewItem((SECTION_BODY, it.line), N_ROW, RawLine(it), float(n))
                           for n, it in enumerate(t.items)])
 
 

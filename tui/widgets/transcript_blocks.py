@@ -7,16 +7,16 @@ item and width, so a block is wrapped once however often it is scrolled past.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
-from typing import Union
 
 from rich.console import Console
 from rich.highlighter import JSONHighlighter
 from rich.style import Style
 from rich.text import Text
 
+from store import times
 from store.mothx.entries import CompactionInfo, EntryRow, Message, ReplayMessage
+from store.safetext import one_line, safe
 
 # Section of an item's sort key: compactions before the replay window, the summary heading it, then the body.
 SECTION_PREAMBLE = 0
@@ -29,8 +29,6 @@ MAX_ARGUMENT_LINES = 14     # pretty-printed tool-call argument lines
 MAX_MARKER_SUMMARY_LINES = 4
 MAX_OVERRIDE_ORIGINAL_LINES = 6
 
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-_]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _JSON_HIGHLIGHTER = JSONHighlighter()
 
 
@@ -52,7 +50,7 @@ class OverrideMark:
     replacement: ReplayMessage
 
 
-Payload = Union[ReplayMessage, CompactionInfo, TurnMark, OverrideMark, EntryRow, object]
+Payload = ReplayMessage | CompactionInfo | TurnMark | OverrideMark | EntryRow | object
 """Native transcripts add their own payloads (see :mod:`tui.widgets.native_sources`)."""
 
 RULE_KINDS = frozenset({"turn_start", "turn_end", "native_quiet", "native_turn"})
@@ -110,10 +108,19 @@ class Palette:
 # ---------------------------------------------------------------------------------------------- text helpers
 
 
-def clean(text: str) -> str:
-    """Text safe to draw: ANSI escapes removed, other control characters shown as '·', tabs expanded."""
-    text = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
-    return _CONTROL.sub("·", text).expandtabs(4)
+def clean(text: object) -> str:
+    """Data text safe to draw as a block (:func:`store.safetext.safe`): every control, bidi, separator and
+    lone-surrogate character shown as a visible escape (``ESC`` → ``␛``, ``0x9b`` → ``\\x9b``), newlines kept
+    (``\\r\\n`` and a lone ``\\r`` become one), tabs expanded. ``None`` is ``""``."""
+    if text is None:
+        return ""
+    text = str(text).replace("\r\n", "\n").replace("\r", "\n")
+    return safe(text, newlines=True, tabs=True).expandtabs(4)
+
+
+def clean_line(text: object) -> str:
+    """Data text safe to draw on one line: :func:`clean`, then newlines shown as spaces."""
+    return clean(text).replace("\n", " ")
 
 
 def clip(text: str, max_lines: int = MAX_TEXT_LINES, max_chars: int = MAX_TEXT_CHARS) -> tuple[str, str]:
@@ -132,15 +139,16 @@ def clip(text: str, max_lines: int = MAX_TEXT_LINES, max_chars: int = MAX_TEXT_C
     return text, note
 
 
-def short_id(entry_id: str) -> str:
-    return entry_id if len(entry_id) <= 16 else entry_id[:16] + "…"
+def short_id(entry_id: object) -> str:
+    """An id made safe for one line (:func:`store.safetext.one_line`), cut to 16 characters."""
+    shown = one_line(entry_id)
+    return shown if len(shown) <= 16 else shown[:16] + "…"
 
 
-def short_time(stamp: str) -> str:
-    """``2026-11-20T10:03:12.5Z`` → ``2026-11-20 10:03:12``; anything else unchanged."""
-    if len(stamp) >= 19 and stamp[10] == "T":
-        return stamp[:10] + " " + stamp[11:19]
-    return stamp
+def short_time(stamp: object) -> str:
+    """An RFC 3339 time as ``2026-11-20 10:03:12`` UTC (:func:`store.times.show`); a time that does not parse
+    is shown as itself, made safe for one line."""
+    return one_line(times.show(stamp, times.SECONDS))
 
 
 def pretty_arguments(arguments: str) -> str:
@@ -217,7 +225,7 @@ def _role_header(rm: ReplayMessage, width: int, pal: Palette, summary: bool) -> 
     elif m.role == "toolResult":
         left.append("◂ tool result", pal.tool)
         if m.tool_name:
-            left.append(f": {m.tool_name}", Style.combine([pal.tool, Style(bold=True)]))
+            left.append(f": {clean_line(m.tool_name)}", Style.combine([pal.tool, Style(bold=True)]))
         if m.is_error:
             left.append("  ✗ error", pal.error)
     elif m.role == "assistant":
@@ -225,7 +233,7 @@ def _role_header(rm: ReplayMessage, width: int, pal: Palette, summary: bool) -> 
     elif m.role == "user":
         left.append("● user", pal.user)
     else:
-        left.append(f"● {clean(m.role) or '(no role)'}", pal.muted)
+        left.append(f"● {clean_line(m.role) or '(no role)'}", pal.muted)
     if m.system_injected and not summary:
         left.append("  ⚙ system-injected", pal.system)
     if rm.overridden:
@@ -263,11 +271,11 @@ def _content_lines(m: Message, width: int, pal: Palette, console: Console, *, st
             call = block.tool_call
             head = Text(style=base, end="")
             head.append("  → ", pal.tool)
-            head.append(clean(call.name) or "(unnamed tool)", Style.combine([pal.tool, Style(bold=True)]))
+            head.append(clean_line(call.name) or "(unnamed tool)", Style.combine([pal.tool, Style(bold=True)]))
             if call.kind and call.kind != "function":
-                head.append(f" [{clean(call.kind)}]", pal.muted)
+                head.append(f" [{clean_line(call.kind)}]", pal.muted)
             if call.id:
-                head.append(f"  {clean(call.id)}", pal.muted)
+                head.append(f"  {clean_line(call.id)}", pal.muted)
             out.extend(wrap(head, width, console))
             shown, note = clip(clean(pretty_arguments(call.arguments)), max_lines=MAX_ARGUMENT_LINES)
             args = _JSON_HIGHLIGHTER(_text(shown, text_style, base))
@@ -275,8 +283,8 @@ def _content_lines(m: Message, width: int, pal: Palette, console: Console, *, st
             if note:
                 out.append(_text("      " + note, pal.muted, base))
         else:
-            label = {"image": "▣ image", "file": "▤ file"}.get(block.type, f"▢ {clean(block.type) or 'block'}")
-            desc = clean(block.text).replace("\n", " ")
+            label = {"image": "▣ image", "file": "▤ file"}.get(block.type, f"▢ {clean_line(block.type) or 'block'}")
+            desc = clean_line(block.text)
             out.extend(wrap(_text(f"{label}: {desc}" if desc else label, pal.muted, base), width, console,
                             Text("  ", style=base)))
     if not out:
@@ -303,10 +311,10 @@ def compaction_lines(c: CompactionInfo, width: int, pal: Palette, console: Conso
     base = pal.base
     out: list[Text] = []
     if earlier and c.applied:  # superseded: one rule line; y still copies its summary
-        facts = f"summarized {c.summarized_count:,} messages"
+        said = f"summarized {c.summarized_count:,} messages"
         if c.tokens_before is not None:
-            facts += f" · {c.tokens_before:,} tokens before"
-        left = _text(f"━━ earlier compaction · {facts} ", pal.marker, base)
+            said += f" · {c.tokens_before:,} tokens before"
+        left = _text(f"━━ earlier compaction · {said} ", pal.marker, base)
         right = _text(f" seq {c.seq:,} ━━", pal.marker, base)
         fill = width - left.cell_len - right.cell_len
         if fill > 0:
@@ -373,7 +381,7 @@ def override_lines(o: OverrideMark, width: int, pal: Palette, console: Console) 
 
 def turn_line(t: TurnMark, width: int, pal: Palette) -> Text:
     verb = "started" if t.kind == "turn_start" else "ended"
-    left = _text(f"──── turn {short_id(clean(t.turn_id)) or '?'} {verb} ", pal.turn, pal.base)
+    left = _text(f"──── turn {short_id(t.turn_id) or '?'} {verb} ", pal.turn, pal.base)
     right = _text(f" seq {t.seq:,} ──", pal.turn, pal.base)
     fill = width - left.cell_len - right.cell_len
     if fill > 0:
@@ -389,7 +397,7 @@ RAW_COLUMNS = ((8, "seq"), (16, "id"), (21, "type"), (16, "parent"), (19, "times
 
 
 def _cell(value: str, size: int, right: bool = False) -> str:
-    value = clean(value).replace("\n", " ")
+    value = clean_line(value)
     if len(value) > size:
         value = value[: size - 1] + "…"
     return value.rjust(size) if right else value.ljust(size)
@@ -420,7 +428,7 @@ def row_lines(row: EntryRow, width: int, pal: Palette) -> list[Text]:
     ]
     prefix = " ".join(cells) + " "
     room = max(4, width - len(prefix))
-    preview = clean(compact_json(row)).replace("\n", " ")
+    preview = clean_line(compact_json(row))
     if len(preview) > room:
         preview = preview[: room - 1] + "…"
     bad = row.parsed is None
@@ -429,7 +437,7 @@ def row_lines(row: EntryRow, width: int, pal: Palette) -> list[Text]:
     line.truncate(width)
     if not bad:
         return [line]
-    reason = _text(f"{' ' * 9}✗ parse error: {clean(row.parse_error or 'not a JSON object')}", pal.error, pal.base)
+    reason = _text(f"{' ' * 9}✗ parse error: {clean_line(row.parse_error or 'not a JSON object')}", pal.error, pal.base)
     reason.truncate(width, overflow="ellipsis")
     return [line, reason]
 

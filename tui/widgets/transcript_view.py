@@ -29,15 +29,19 @@ from __future__ import annotations
 import bisect
 from typing import ClassVar
 
+from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from textual import events, on, work
+from textual.binding import BindingType
 from textual.cache import LRUCache
 from textual.message import Message
 from textual.strip import Strip
 from textual.widget import Widget
 
 from store.errors import StoreError
+from store.safetext import one_line, safe
 from tui import actions
 from tui.screens import transcript_actions  # noqa: F401 - registers the keys below
 from tui.widgets.transcript_blocks import SECTION_BODY, Palette, ViewItem, render_item
@@ -60,6 +64,27 @@ GUTTER = 2
 SCROLLBAR = 1
 
 Position = tuple[int, int]   # (item index, line inside its block)
+START = JumpTarget("start")
+
+
+def text_strip(line: Text, console: Console, width: int, base: Style) -> Strip:
+    """One wrapped line as a ``width``-cell strip in which every segment has a style.
+
+    Rich renders a ``Text`` without spans as bare segments (style ``None``), dropping the text's own style;
+    Textual's monochrome and no-colour filters (``NO_COLOR``) read ``segment.style.color`` and fail on ``None``.
+    So a segment without a style gets the line's style over ``base``.
+
+    The blocks made every data string safe before wrapping it (:func:`tui.widgets.transcript_blocks.clean`);
+    each segment passes :func:`store.safetext.safe` once more here, so no control, bidi or surrogate character
+    can reach the terminal from this view whatever a block forgot."""
+    own = console.get_style(line.style, default=None) if isinstance(line.style, str) else line.style
+    fallback = base + own if own is not None else base
+    segments = [
+        Segment(safe(text), style if style is not None else fallback)
+        for text, style, control in line.render(console, end="")
+        if not control
+    ]
+    return Strip(segments).adjust_cell_length(width, base)
 
 
 
@@ -102,7 +127,7 @@ class WindowedView(Widget, can_focus=True):
 
     EMPTY_TEXT: ClassVar[str] = "No entries."
     PREFETCH_SCREENS: ClassVar[int] = 0  # also keep this many screens of items loaded ahead (one-line rows)
-    BINDINGS: ClassVar = actions.bindings("transcript-view")
+    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("transcript-view")]
     HELP_TITLE: ClassVar[str] = "Transcript view"
 
     class ChunkLoaded(Message):
@@ -255,8 +280,9 @@ class WindowedView(Widget, can_focus=True):
 
     # ------------------------------------------------------------------ loading
 
-    def set_source(self, source: WindowSource, target: JumpTarget = JumpTarget("start")) -> None:
-        """Show ``source`` from ``target`` (drops whatever was loaded)."""
+    def set_source(self, source: WindowSource, target: JumpTarget | None = None) -> None:
+        """Show ``source`` from ``target`` (the start when None; drops whatever was loaded)."""
+        target = target or START
         self._source = source
         self._text = "Loading…"
         self._replace(target)
@@ -267,7 +293,7 @@ class WindowedView(Widget, can_focus=True):
         self._pending.clear()
         self._items, self._keys = [], []
         self._anchor = self._cursor = None
-        self._text = text
+        self._text = one_line(text)  # an error may quote data
         self._changed()
 
     def swap_source(self, source: WindowSource) -> None:
@@ -471,7 +497,8 @@ class WindowedView(Widget, can_focus=True):
         self._lo = self._items[0].seq
         self._rekey()
         if self._cursor is not None and self._index(self._cursor) is None:
-            self._cursor = self._items[self._anchor_pos()[0]].key if self._anchor_pos() else None
+            here = self._anchor_pos()
+            self._cursor = self._items[here[0]].key if here is not None else None
 
     def _trim_back(self) -> None:
         pos = self._anchor_pos()
@@ -541,8 +568,7 @@ class WindowedView(Widget, can_focus=True):
             pal = self._get_palette()
             console = self.app.console
             strips = [
-                Strip(list(line.render(console, end="")), line.cell_len).adjust_cell_length(width, pal.base)
-                for line in render_item(item, width, pal, console)
+                text_strip(line, console, width, pal.base) for line in render_item(item, width, pal, console)
             ] or [Strip.blank(width, pal.base)]
             self._blocks[cache_key] = strips
         return strips
@@ -901,7 +927,7 @@ class NativeBlocksView(WindowedView, inherit_bindings=False):
     """A native transcript's records as blocks (``b`` is left to the screen: it switches branches)."""
 
     EMPTY_TEXT: ClassVar[str] = "The transcript holds no records."
-    BINDINGS: ClassVar = actions.bindings("native-view")
+    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("native-view")]
     HELP_TITLE: ClassVar[str] = "Native transcript view"
 
 
@@ -909,7 +935,7 @@ class NativeRawView(WindowedView, inherit_bindings=False):
     """A native file's lines by line number; unreadable lines in red with their reason."""
 
     EMPTY_TEXT: ClassVar[str] = "The file has no lines."
-    BINDINGS: ClassVar = actions.bindings("native-view")
+    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("native-view")]
     HELP_TITLE: ClassVar[str] = "Native lines view"
     PREFETCH_SCREENS: ClassVar[int] = 3
 
