@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from store.errors import SessionNotFound
 from store.mothx.db import OpenMode
 from store.mothx.entries import (
     END_SEQ,
@@ -33,7 +34,6 @@ from store.mothx.entries import (
     rows_page,
     turn_markers,
 )
-from store.errors import SessionNotFound
 from store.mothx.sessiondir import SessionDir, open_session_dir
 
 SID = "5e55105e55105e55"
