@@ -199,12 +199,10 @@ def _where_sql(layout: Layout, flt: SessionFilter) -> tuple[str, str, list[objec
     r = layout.raw
     joins, where = "", ["1"]
     params: list[object] = []
-    if flt.cwd:
-        where.append(f"{r['cwd']} = CAST(? AS TEXT)")
-        params.append(bind(flt.cwd))
-    if flt.channel_type:
-        where.append(f"{r['channel_type']} = CAST(? AS TEXT)")
-        params.append(bind(flt.channel_type))
+    for name, value in (("cwd", flt.cwd), ("channel_type", flt.channel_type)):
+        if value:   # (a value as the list read it: text, or a foreign writer's BLOB)
+            where.append(f"{r[name]} IN (CAST(? AS TEXT), CAST(? AS BLOB))")
+            params += [bind(value), bind(value)]
     if flt.project_id:
         if layout.has_metadata:
             joins = " LEFT JOIN src.session_metadata m ON m.session_id = s.id"
@@ -346,9 +344,8 @@ def _cell(name: str, value: object, sql_type: str, problems: list[str]) -> objec
     if name in INT_COLUMNS:
         if sql_type == "integer":
             return as_int(text)
-        shown = {"real": "REAL", "text": "TEXT"}.get(sql_type)
-        cell: object = raw if sql_type == "blob" else (float(text) if sql_type == "real" else text)
-        problems.append(f"{name} is {kind(cell) if shown else sql_type}, not an integer")
+        cell: object = raw if sql_type == "blob" else (_real(text) if sql_type == "real" else text)
+        problems.append(f"{name} is {kind(cell)}, not an integer")
         return as_int(text) if sql_type != "blob" else 0
     if sql_type == "blob":
         problems.append(f"{name} is {kind(raw)}, not text")
@@ -357,6 +354,13 @@ def _cell(name: str, value: object, sql_type: str, problems: list[str]) -> objec
     elif name == "timestamp" and text.strip() and times.parse_rfc3339(text) is None:
         problems.append(f"timestamp {kind(text)[5:]} is not an RFC 3339 time")
     return text
+
+
+def _real(text: str) -> object:
+    try:
+        return float(text)
+    except ValueError:
+        return text
 
 
 def _summary(row: tuple) -> tuple[SessionSummary, bool]:

@@ -586,11 +586,12 @@ def test_older_layout_without_session_type_index_reads_read_only(tmp_path: Path)
         "CREATE TABLE entries (seq INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT, id TEXT UNIQUE,"
         " type TEXT NOT NULL, parent_id TEXT, timestamp TEXT NOT NULL, data TEXT NOT NULL);"
     )
-    for i, (t, body) in enumerate([
+    bodies: list[tuple[str, dict[str, object]]] = [
         ("message", {"message": {"role": "user", "content": "a"}}),
         ("message", {"message": {"role": "assistant", "content": "b"}}),
         ("compaction", {"summary": "S", "firstKeptEntryId": "e1"}),
-    ]):
+    ]
+    for i, (t, body) in enumerate(bodies):
         conn.execute("INSERT INTO entries (session_id, id, type, timestamp, data) VALUES (?, ?, ?, 't', ?)",
                      (SID, f"e{i}", t, json.dumps({"type": t, "id": f"e{i}", **body})))
     conn.commit()

@@ -212,9 +212,10 @@ def reference_order(rows: list[SessionSummary]) -> list[str]:
     return [r.id for r in sorted(rows, key=lambda r: (r.last_active_at, r.id), reverse=True)]
 
 
-def listed(sd: SessionDir, flt: SessionFilter = SessionFilter(), sort: SortKey = SortKey.LAST_ACTIVE,
+def listed(sd: SessionDir, flt: SessionFilter | None = None, sort: SortKey = SortKey.LAST_ACTIVE,
            descending: bool = True, window: int = 7) -> list[SessionSummary]:
     """The whole list, read window by window as a screen does."""
+    flt = flt if flt is not None else SessionFilter()
     out: list[SessionSummary] = []
     offset = 0
     while True:
