@@ -203,7 +203,7 @@ class SessionIndex:
         try:
             return _open_cache(None, self.src_uri)
         except sqlite3.Error as exc:
-            raise StoreError(f"The session list cannot read {one_line(self.db_key)}: SQLite says '{exc}'.") from exc
+            raise StoreError(f"The session list cannot read {one_line(self.db_key)}: SQLite says '{one_line(exc)}'.") from exc
 
     def _to_memory(self) -> None:
         """The cache file failed (disk full, damaged, locked): carry on with an in-memory cache."""

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 import store.mothx.aggregates as aggregates
 import store.mothx.runs as runs_mod
+import store.mothx.sessionindex as sessionindex
 import store.mothx.sessions as sessions_mod
 from store import paths
 from store.errors import AmbiguousSessionId, SessionNotFound, StoreError
@@ -468,6 +469,35 @@ def test_cache_lives_outside_and_read_modes_change_no_byte(writer: Writer) -> No
             assert get_session(sd, "0000000000000002").title == "t2"
             facets(sd)
         assert tree_digest(w.root) == before, mode
+
+
+def test_a_cache_of_an_older_format_is_rebuilt_with_todays_previews(writer: Writer) -> None:
+    w = writer
+    a = w.session("aaaa000000000000")
+    w.user(a, "漢" * 30)
+    want = "漢" * 20 + "..."
+    with open_session_dir(w.root, OpenMode.READ_ONLY) as sd:
+        assert [r.preview for r in listed(sd)] == [want]
+        cache = index_info(sd).cache_path
+    assert cache is not None
+
+    def rewrite(fmt: int, preview: str) -> None:
+        conn = sqlite3.connect(cache, isolation_level=None)
+        try:
+            meta = json.loads(conn.execute("SELECT body FROM meta").fetchone()[0])
+            conn.execute("UPDATE meta SET body = ?", (json.dumps({**meta, "format": fmt}),))
+            conn.execute("UPDATE agg SET preview = ?", (preview,))
+        finally:
+            conn.close()
+
+    rewrite(sessionindex.CACHE_FORMAT, "kept")       # today's format: the cache is trusted as it is
+    with open_session_dir(w.root, OpenMode.READ_ONLY) as sd:
+        assert [r.preview for r in listed(sd)] == ["kept"]
+        assert index_info(sd).last_sync == "unchanged"
+    rewrite(2, "漢" * 59 + "…")                      # a preview cut the old way, in a format-2 cache
+    with open_session_dir(w.root, OpenMode.READ_ONLY) as sd:
+        assert [r.preview for r in listed(sd)] == [want]
+        assert index_info(sd).last_sync == "cold"
 
 
 def test_incremental_after_appends_and_reuse_across_opens(writer: Writer) -> None:
