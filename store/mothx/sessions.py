@@ -8,6 +8,10 @@ itself is one SQL join of the live ``sessions`` rows with that cache, sorted and
 ids are kept until the database changes, so a window at any offset is a list slice plus a primary-key fetch
 of its rows. Search is evaluated exactly against ``sessions.db`` (``LIKE`` over the session columns, or over
 any ``entries.data`` of the session) and joined with the list.
+
+A row is a :class:`SessionSummary` (defined with its cell decoding in :mod:`store.mothx.sessionrows`): a cell a
+foreign writer left with a wrong type makes that row damaged (``problems``), never the list. Text fields are raw
+data; the UI and the command line show them through the safe-text boundary.
 """
 
 from __future__ import annotations
@@ -22,14 +26,11 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from store import paths, times
+from store import paths
 from store.errors import AmbiguousSessionId, SessionNotFound, StoreError
 from store.mothx.aggregates import (
-    INT_COLUMNS,
-    NOT_NULL_COLUMNS,
     PREVIEW_BYTES,
     PREVIEW_CHARS,
-    SESSION_COLUMNS,
     Layout,
     Scanner,
     aggregate,
@@ -38,9 +39,10 @@ from store.mothx.aggregates import (
     read_layout,
     title_from_data,
 )
-from store.mothx.cells import as_int, as_text, bind, has_surrogates, kind
+from store.mothx.cells import as_int, as_text, bind, has_surrogates
 from store.mothx.db import Database, describe_sqlite_error
 from store.mothx.sessionindex import IndexInfo, SessionIndex, cache_path_for
+from store.mothx.sessionrows import SessionSummary, ids_where, summary_from_row
 from store.safetext import one_line
 
 if TYPE_CHECKING:
@@ -58,68 +60,6 @@ MAX_VIEWS = 6                   # sorted/filtered views kept per directory (100k
 MAX_SEARCHES = 8                # search results kept per directory
 
 
-@dataclass(frozen=True)
-class SessionSummary:
-    id: str
-    title: str
-    preview: str
-    cwd: str
-    channel_type: str
-    channel_id: str
-    message_count: int
-    last_active_at: str
-    timestamp: str
-    parent_session: str
-    fork_kind: str
-    fork_boundary_seq: int
-    seed_length: int
-    project_id: str
-    project_name: str
-    pinned: bool
-    run_status: str          # status of the session's active (non-terminal) run, "" when none
-    run_state: str = ""      # derived execution state (store.mothx.runs.derive_execution_state) when a run or a lease
-    #                          is involved: "orphaned", "external", "local", "reserved", "recovery_failed",
-    #                          "detached_remote", "inconsistent"; "" when idle. Read with the SQLite clock.
-    lease_expires_at: int = 0  # Unix seconds when the session's active lease expires (0: none); at that moment
-    #                            run_state may change without anything being written (e.g. external → orphaned)
-    problems: tuple[str, ...] = ()  # why the row is damaged: cells a foreign writer left with a wrong type, bytes
-    #                                 that are not UTF-8, a timestamp that is no RFC 3339 time ("" : none). Safe text.
-
-    # Every text field is raw data (titles, previews, ids, paths may hold escapes or \udcXX): the UI and the
-    # command line show them through the safe-text boundary (store.safetext / tui.safe).
-
-    @property
-    def damaged(self) -> bool:
-        return bool(self.problems)
-
-    @property
-    def display_title(self) -> str:
-        """The title, else the preview, else the id (raw data)."""
-        return self.title or self.preview or self.id
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "id": self.id,
-            "title": self.title,
-            "preview": self.preview,
-            "cwd": self.cwd,
-            "channel_type": self.channel_type,
-            "channel_id": self.channel_id,
-            "message_count": self.message_count,
-            "last_active_at": self.last_active_at,
-            "timestamp": self.timestamp,
-            "parent_session": self.parent_session,
-            "fork_kind": self.fork_kind,
-            "fork_boundary_seq": self.fork_boundary_seq,
-            "seed_length": self.seed_length,
-            "project_id": self.project_id,
-            "project_name": self.project_name,
-            "pinned": self.pinned,
-            "run_status": self.run_status,
-            "run_state": self.run_state,
-            "lease_expires_at": self.lease_expires_at,
-            "problems": list(self.problems),
-        }
 
 
 class SortKey(str, Enum):
@@ -289,9 +229,9 @@ class _Lists:
             found: dict[str, tuple[SessionSummary, bool]] = {}
             for i in range(0, len(ids), 250):
                 chunk = ids[i:i + 250]
-                sql, params = _ids_where(chunk)
+                sql, params = ids_where(chunk)
                 for row in self.index.conn.execute(f"{select} WHERE {sql}", params):
-                    summary = _summary(row)
+                    summary = summary_from_row(row)
                     found[summary[0].id] = summary
         return _with_run_states(sd, [found[i] for i in ids if i in found])
 
@@ -306,81 +246,6 @@ class _Lists:
 
     def close(self) -> None:
         self.index.close()
-
-
-def _ids_where(ids: list[str]) -> tuple[str, list[object]]:
-    """SQL matching ``s.id`` against ``ids`` as the list read them: text (bytes that are not UTF-8 included), a
-    BLOB id of a foreign writer, and a NULL id (read as ``""``)."""
-    params: list[object] = []
-    for sid in ids:
-        b = bind(sid)
-        params += [b, b]
-    sql = "s.id IN (" + ", ".join(["CAST(? AS TEXT), CAST(? AS BLOB)"] * len(ids)) + ")"
-    if "" in ids:
-        sql = f"({sql} OR s.id IS NULL)"
-    return sql, params
-
-
-_DEFAULTS = {"channel_type": "local"}
-_POSITIONS = {"id": 0, "cwd": 3, "channel_type": 4, "channel_id": 5, "timestamp": 8, "parent_session": 9,
-              "fork_kind": 10, "fork_boundary_seq": 11, "seed_length": 12}
-
-
-def _cell(name: str, value: object, sql_type: str, problems: list[str]) -> object:
-    """One ``sessions`` cell (read as a BLOB) as the summary's value, noting in ``problems`` what is wrong."""
-    if sql_type == "default":           # the layout has no such column
-        return value if not isinstance(value, bytes) else as_text(value)
-    if value is None or sql_type == "null":
-        if name in NOT_NULL_COLUMNS:
-            problems.append(f"{name} is NULL")
-        return 0 if name in INT_COLUMNS else _DEFAULTS.get(name, "")
-    raw = value if isinstance(value, bytes) else as_text(value).encode("utf-8", "surrogateescape")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        text = raw.decode("utf-8", "surrogateescape")
-        if sql_type == "text":
-            problems.append(f"{name} is not valid UTF-8")
-    if name in INT_COLUMNS:
-        if sql_type == "integer":
-            return as_int(text)
-        cell: object = raw if sql_type == "blob" else (_real(text) if sql_type == "real" else text)
-        problems.append(f"{name} is {kind(cell)}, not an integer")
-        return as_int(text) if sql_type != "blob" else 0
-    if sql_type == "blob":
-        problems.append(f"{name} is {kind(raw)}, not text")
-    elif sql_type in ("integer", "real"):
-        problems.append(f"{name} is {sql_type.upper()} {one_line(text)}, not text")
-    elif name == "timestamp" and text.strip() and times.parse_rfc3339(text) is None:
-        problems.append(f"timestamp {kind(text)[5:]} is not an RFC 3339 time")
-    return text
-
-
-def _real(text: str) -> object:
-    try:
-        return float(text)
-    except ValueError:
-        return text
-
-
-def _summary(row: tuple) -> tuple[SessionSummary, bool]:
-    """A list row (``Layout.session_select``) as a summary without its run state, and whether the session has an
-    active run or an active lease row (then :func:`_with_run_states` derives the state). Cells of the wrong
-    type become defaults, and the row's ``problems`` say which."""
-    types = as_text(row[18]).split(" ")
-    problems: list[str] = []
-    cells: dict[str, object] = {}
-    for (name, _default), sql_type in zip(SESSION_COLUMNS, types, strict=False):
-        cells[name] = _cell(name, row[_POSITIONS[name]], sql_type, problems)
-    summary = SessionSummary(
-        id=str(cells["id"]), title=as_text(row[1]), preview=as_text(row[2]), cwd=str(cells["cwd"]),
-        channel_type=str(cells["channel_type"]), channel_id=str(cells["channel_id"]), message_count=as_int(row[6]),
-        last_active_at=as_text(row[7]), timestamp=str(cells["timestamp"]), parent_session=str(cells["parent_session"]),
-        fork_kind=str(cells["fork_kind"]), fork_boundary_seq=as_int(cells["fork_boundary_seq"]),
-        seed_length=as_int(cells["seed_length"]), project_id=as_text(row[13]), project_name=as_text(row[14]),
-        pinned=bool(row[15]), run_status=as_text(row[16]), problems=tuple(problems),
-    )
-    return summary, bool(summary.run_status) or bool(row[17])
 
 
 def _with_run_states(sd: SessionDir, rows: list[tuple[SessionSummary, bool]]) -> list[SessionSummary]:
@@ -655,13 +520,13 @@ def get_session(sd: SessionDir, session_id_or_prefix: str) -> SessionSummary:
         if listed is not None:
             return listed
         layout = read_layout(sd)
-        where, params = _ids_where([sid])
+        where, params = ids_where([sid])
         with sd.db.read() as conn:
             row = conn.execute(layout.session_select("", aggs=False) + f" WHERE {where}", params).fetchone()
         if row is None:
             raise SessionNotFound(f"Session {one_line(sid)} no longer exists.")
         agg = aggregate(sd, layout, -(1 << 62), 1 << 62, session_ids=[sid], parallel=False).get(sid)
-        summary, busy = _summary(row)
+        summary, busy = summary_from_row(row)
         if agg is not None:
             summary = replace(summary, title=agg.title, preview=agg.preview, message_count=agg.message_count,
                               last_active_at=agg.last_ts if agg.last_ts is not None else summary.last_active_at)
