@@ -410,3 +410,40 @@ def test_any_corrupted_cell_leaves_every_read_working(foreign_seq: bool, escape:
             _exercise(sd)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+HOSTILE = ["\x1b]52;c;aGFja2Vk\x07", "\x1b]0;pwned\x07", "\x1b]8;;file:///etc/passwd\x1b\\link\x1b]8;;\x1b\\",
+           "\x1b[2J", "\x9b31m", "\x07", "\u202etxt.exe", "\ud83d", "pid-4242-[/]", "[bold]x[/bold]",
+           "[@click=app.quit]x[/]", "/home/u/[archive]/repo"]
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_hostile_text_is_safe_in_row_lines_and_exports(tmp_path: Path, value: str) -> None:
+    root = build(tmp_path / "d")
+    body = {"type": "message", "id": "host00000000001", "message": {
+        "role": value + "\n# not a heading", "toolName": value, "toolCallId": value, "content": value,
+        "contents": [{"type": "thinking", "thinking": value},
+                     {"type": "toolCall", "toolCall": {"id": value, "name": value, "arguments": json.dumps({"a": value})}},
+                     {"type": value}]}}
+    info = {"type": "session_info", "id": "host00000000002", "name": value + "\nsecond line"}
+    conn = sqlite3.connect(root / "sessions.db", isolation_level=None)
+    try:
+        for eid, type_, obj in (("host00000000001", "message", body), ("host00000000002", "session_info", info)):
+            conn.execute("INSERT INTO entries (session_id, id, type, timestamp, data) VALUES (?,?,?,?,?)",
+                         (GOOD, eid, type_, "t", json.dumps(obj)))
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    with opened(root, "as-is") as sd:
+        for row in entries.load_rows(sd, GOOD):
+            line = entries.describe_row(row)
+            _clean(line)
+            assert "\n" not in line
+        md = entries.export_markdown(sd, GOOD)
+        _clean(md.replace("\n", ""))
+        assert md.splitlines()[0].startswith("# ") and "second line" in md.splitlines()[0]
+        assert not any(line.startswith("# not a heading") for line in md.splitlines())
+        js = entries.export_json(sd, GOOD)
+        _clean(js.replace("\n", ""))
+        assert value in [m["text"] for m in json.loads(js)["messages"]]
+        assert json.loads(js)["title"] == value + "\nsecond line"
