@@ -8,7 +8,8 @@ every other row is unaffected.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from store import times
 from store.mothx.aggregates import INT_COLUMNS, NOT_NULL_COLUMNS, SESSION_COLUMNS
@@ -82,10 +83,12 @@ class SessionSummary:
         }
 
 
-def ids_where(ids: list[str]) -> tuple[str, list[object]]:
-    """SQL matching ``s.id`` against ``ids`` as the list read them: text (bytes that are not UTF-8 included), a
-    BLOB id of a foreign writer, and a NULL id (read as ``""``)."""
+def ids_where(ids: list[str], *, foreign: bool = True) -> tuple[str, list[object]]:
+    """SQL matching ``s.id`` against ``ids`` as the list read them: text (bytes that are not UTF-8 included)
+    and, with ``foreign``, also a BLOB id of a foreign writer and a NULL id (read as ``""``)."""
     params: list[object] = []
+    if not foreign:
+        return "s.id IN (" + ", ".join(["CAST(? AS TEXT)"] * len(ids)) + ")", [bind(sid) for sid in ids]
     for sid in ids:
         b = bind(sid)
         params += [b, b]
@@ -125,7 +128,7 @@ def _cell(name: str, value: object, sql_type: str, problems: list[str]) -> objec
         problems.append(f"{name} is {kind(raw)}, not text")
     elif sql_type in ("integer", "real"):
         problems.append(f"{name} is {sql_type.upper()} {one_line(text)}, not text")
-    elif name == "timestamp" and text.strip() and times.parse_rfc3339(text) is None:
+    elif name == "timestamp" and not _is_time(text):
         problems.append(f"timestamp {kind(text)[5:]} is not an RFC 3339 time")
     return text
 
@@ -137,10 +140,51 @@ def _real(text: str) -> object:
         return text
 
 
+def _clean_types() -> frozenset[str]:
+    out = {""}
+    for name, _ in SESSION_COLUMNS:
+        declared = "integer" if name in INT_COLUMNS else "text"
+        choices = [declared] if name in NOT_NULL_COLUMNS else [declared, "null"]
+        out = {f"{prefix} {c}".lstrip() for prefix in out for c in choices}
+    return frozenset(out)
+
+
+_CLEAN = _clean_types()
+"""The cell types of a row as the runtime writes it: every column present with its declared type (the columns
+that may be NULL, NULL or not)."""
+
+
+def _clean_summary(row: tuple) -> tuple[SessionSummary, bool] | None:
+    """The summary of a row whose cells all have their declared types (the common case, read without the
+    per-cell checks); None when a text cell is not UTF-8 (the caller then reads it cell by cell)."""
+    try:
+        created = row[8].decode() if row[8] is not None else ""
+        summary = SessionSummary(
+            row[0].decode(), row[1].decode(), row[2].decode(), row[3].decode() if row[3] is not None else "",
+            row[4].decode(), row[5].decode(), row[6], row[7].decode() if row[7] is not None else "", created,
+            row[9].decode() if row[9] is not None else "", row[10].decode(), int(row[11]), int(row[12]),
+            row[13].decode(), row[14].decode(), bool(row[15]), row[16].decode())
+    except (UnicodeDecodeError, AttributeError, TypeError, ValueError):
+        return None
+    if created and not _is_time(created):
+        summary = replace(summary, problems=(f"timestamp {kind(created)[5:]} is not an RFC 3339 time",))
+    return summary, bool(summary.run_status) or bool(row[17])
+
+
+@lru_cache(maxsize=4096)
+def _is_time(text: str) -> bool:
+    """True when ``text`` is blank or an RFC 3339 time (cached: a list re-reads the same rows as it scrolls)."""
+    return not text.strip() or times.parse_rfc3339(text) is not None
+
+
 def summary_from_row(row: tuple) -> tuple[SessionSummary, bool]:
     """A list row (``Layout.session_select``) as a summary without its run state, and whether the session has an
     active run or an active lease row (then :func:`_with_run_states` derives the state). Cells of the wrong
     type become defaults, and the row's ``problems`` say which."""
+    if row[18] in _CLEAN:
+        fast = _clean_summary(row)
+        if fast is not None:
+            return fast
     types = as_text(row[18]).split(" ")
     problems: list[str] = []
     cells: dict[str, object] = {}

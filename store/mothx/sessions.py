@@ -227,12 +227,16 @@ class _Lists:
         with self.lock:
             select = self.index.layout.session_select("src.", aggs=True)
             found: dict[str, tuple[SessionSummary, bool]] = {}
-            for i in range(0, len(ids), 250):
-                chunk = ids[i:i + 250]
-                sql, params = ids_where(chunk)
-                for row in self.index.conn.execute(f"{select} WHERE {sql}", params):
-                    summary = summary_from_row(row)
-                    found[summary[0].id] = summary
+            for i in range(0, len(ids), 500):
+                chunk = ids[i:i + 500]
+                for foreign in (False, True):   # text ids first; a foreign BLOB or NULL id only when one is missing
+                    sql, params = ids_where(chunk, foreign=foreign)
+                    for row in self.index.conn.execute(f"{select} WHERE {sql}", params):
+                        summary = summary_from_row(row)
+                        found[summary[0].id] = summary
+                    chunk = [sid for sid in chunk if sid not in found]
+                    if not chunk:
+                        break
         return _with_run_states(sd, [found[i] for i in ids if i in found])
 
     def search(self, sd: SessionDir, query: str) -> frozenset[str]:
