@@ -37,12 +37,14 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from store.errors import DatabaseCorrupt, ReadOnlyStore, StoreError
+from store.mothx.cells import ERRORS, bind, has_surrogates
 from store.paths import check_database_file, companions
 
 BUSY_TIMEOUT_MS = 10_000
@@ -54,12 +56,9 @@ JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
 
 
 def decode_text(data: bytes) -> str:
-    """The connection's ``text_factory``: UTF-8, with the bytes of an invalid sequence kept as lone surrogates.
-
-    A plain function (~25 % slower than ``str`` on a pure text fetch, a little faster than a ``partial``);
-    other connections to the same files use it too.
-    """
-    return data.decode("utf-8", "surrogateescape")
+    """The connection's ``text_factory``: UTF-8, with what is not UTF-8 kept losslessly as surrogates (see
+    :data:`store.mothx.cells.ERRORS`); other connections to the same files use it too."""
+    return data.decode("utf-8", ERRORS)
 
 
 class OpenMode(str, enum.Enum):
@@ -459,8 +458,56 @@ class Database:
             pass
 
 
+def _marks(sql: str) -> list[int]:
+    """Offsets of the ``?`` parameter marks of ``sql`` (outside quoted strings and identifiers)."""
+    marks: list[int] = []
+    quote = ""
+    for i, ch in enumerate(sql):
+        if quote:
+            if ch == quote:
+                quote = ""
+        elif ch in "'\"`":
+            quote = ch
+        elif ch == "[":
+            quote = "]"
+        elif ch == "?":
+            marks.append(i)
+    return marks
+
+
+def rebind(sql: str, parameters: Sequence[object]) -> tuple[str, Sequence[object]]:
+    """``sql`` and ``parameters`` with every text parameter that holds surrogates bound as the bytes it was read
+    from and compared as ``CAST(? AS TEXT)`` (see :class:`ForeignTextConnection`)."""
+    bad = [i for i, p in enumerate(parameters) if isinstance(p, str) and not p.isascii() and has_surrogates(p)]
+    if not bad:
+        return sql, parameters
+    marks = _marks(sql)
+    if len(marks) != len(parameters):
+        return sql, parameters  # numbered or named marks: leave it to SQLite to say what is wrong
+    values = list(parameters)
+    for i in reversed(bad):
+        values[i] = bind(values[i])  # type: ignore[arg-type]
+        sql = sql[: marks[i]] + "CAST(? AS TEXT)" + sql[marks[i] + 1 :]
+    return sql, values
+
+
+class ForeignTextConnection(sqlite3.Connection):
+    """A connection whose text parameters may be text read back from a foreign row.
+
+    Text that was not valid UTF-8 reads as ``\\udcXX`` (:func:`decode_text`); ``sqlite3`` refuses to bind such a
+    ``str``. :meth:`execute` binds it as the bytes it was read from, compared as ``CAST(? AS TEXT)``, so a damaged
+    id still finds its own row, and a repair or a copy writes back exactly the bytes that were there.
+    """
+
+    def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+        if parameters and not isinstance(parameters, Mapping):
+            sql, parameters = rebind(sql, parameters)
+        return super().execute(sql, parameters)
+
+
 def _connect(target: str, *, uri: bool) -> sqlite3.Connection:
-    conn = sqlite3.connect(target, uri=uri, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+    conn = sqlite3.connect(target, uri=uri, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000,
+                           factory=ForeignTextConnection)
     conn.text_factory = decode_text
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     return conn

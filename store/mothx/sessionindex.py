@@ -35,19 +35,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from store import paths
+from store.errors import StoreError
 from store.mothx.aggregates import (
     Aggregate,
-    aggregate,
     add_texts,
-    as_int,
-    as_text,
+    aggregate,
     chunks,
     group_range,
+    in_text,
     read_layout,
     reader_uri,
 )
+from store.mothx.cells import as_int, as_text, bind, decode
 from store.mothx.db import describe_sqlite_error
-from store.errors import StoreError
+from store.safetext import one_line
 
 try:  # CPython's own SHA-256: importing hashlib first loads OpenSSL (~1 ms on the path to the first window)
     from _sha256 import sha256
@@ -57,7 +58,9 @@ except ImportError:  # pragma: no cover - other interpreters
 if TYPE_CHECKING:
     from store.mothx.sessiondir import SessionDir
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
+"""Bumped whenever what the cache holds changes meaning; a cache of another format is emptied and rebuilt.
+3: previews are reference 5.2's (the first message, 60 bytes, ``...``); text cells kept byte for byte."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,7 @@ def _open_cache(path: Path | None, src_uri: str) -> sqlite3.Connection:
     """The cache connection (``path``, or memory when None) with ``sessions.db`` attached as ``src``."""
     target = f"file:{urllib.parse.quote(str(path))}" if path is not None else "file::memory:"
     conn = sqlite3.connect(target, uri=True, isolation_level=None, check_same_thread=False, timeout=5)
+    conn.text_factory = decode     # (sessions.db text that is not UTF-8 reads as \udcXX, never fails a list)
     try:
         if path is not None:
             conn.execute("PRAGMA journal_mode = WAL")
@@ -199,7 +203,7 @@ class SessionIndex:
         try:
             return _open_cache(None, self.src_uri)
         except sqlite3.Error as exc:
-            raise StoreError(f"The session list cannot read {self.db_key}: SQLite says '{exc}'.") from exc
+            raise StoreError(f"The session list cannot read {one_line(self.db_key)}: SQLite says '{one_line(exc)}'.") from exc
 
     def _to_memory(self) -> None:
         """The cache file failed (disk full, damaged, locked): carry on with an in-memory cache."""
@@ -261,6 +265,7 @@ class SessionIndex:
                 self.deletion_check_pending = False
                 return False
         conn = sqlite3.connect(self.src_uri, uri=True, isolation_level=None, check_same_thread=False, timeout=10)
+        conn.text_factory = decode
         try:
             conn.execute("PRAGMA query_only = ON")
             conn.execute("BEGIN")
@@ -306,6 +311,8 @@ class SessionIndex:
         newer = as_int(conn.execute(f"SELECT count(*) FROM entries WHERE {seq} > ?", (base,)).fetchone()[0])
         orphans = as_int(conn.execute(
             f"SELECT count(*) FROM entries WHERE session_id IS NULL AND {seq} <= ?", (base,)).fetchone()[0])
+        if not self.layout.seq_is_rowid:    # a foreign layout: rows whose seq is no integer are in no range
+            orphans += as_int(conn.execute(f"SELECT count(*) FROM entries WHERE {seq} IS NULL").fetchone()[0])
         return total - newer - orphans
 
     def _checks(self, conn: sqlite3.Connection, *, deletions: bool) -> _Checks:
@@ -325,7 +332,7 @@ class SessionIndex:
             if deletions:
                 covered_now = self._covered_now(conn, base)
             for s, eid in self.meta.samples:
-                row = conn.execute(f"SELECT id FROM entries WHERE {seq} = ?", (s,)).fetchone()
+                row = conn.execute(f"SELECT CAST(id AS BLOB) FROM entries WHERE {seq} = ?", (s,)).fetchone()
                 if row is not None and as_text(row[0]) != eid:
                     conflict = True
                     break
@@ -372,7 +379,7 @@ class SessionIndex:
         found: dict[str, Aggregate] = {}
         for chunk in chunks(sorted(sids)):
             for row in self.conn.execute(
-                f"SELECT * FROM agg WHERE session_id IN ({','.join('?' * len(chunk))})", chunk
+                f"SELECT * FROM agg WHERE session_id IN ({in_text(len(chunk))})", [bind(sid) for sid in chunk]
             ):
                 found[row[0]] = Aggregate(*row[1:])
         return found
@@ -403,7 +410,7 @@ class SessionIndex:
         hint = f" INDEXED BY {self.layout.entries_session_index}" if self.layout.entries_session_index else ""
         with sd.db.read() as conn:
             counts = {as_text(sid): as_int(n) for sid, n in conn.execute(
-                f"SELECT session_id, count(*) FROM entries{hint} WHERE session_id IS NOT NULL AND {seq} <= ? "
+                f"SELECT CAST(session_id AS BLOB), count(*) FROM entries{hint} WHERE session_id IS NOT NULL AND {seq} <= ? "
                 "GROUP BY session_id", (base,))}
         cached = dict(self.conn.execute("SELECT session_id, entry_count FROM agg").fetchall())
         affected = {sid for sid, n in cached.items() if counts.get(sid, 0) != n} | (counts.keys() - cached.keys())
@@ -425,13 +432,13 @@ class SessionIndex:
             if len(keep) < 4:
                 keep = []
                 for i in range(8):
-                    row = conn.execute(f"SELECT {seq}, id FROM entries WHERE {seq} >= ? ORDER BY {seq} LIMIT 1",
-                                       (max_seq * i // 8,)).fetchone()
-                    if row is not None and [int(row[0]), as_text(row[1])] not in keep:
-                        keep.append([int(row[0]), as_text(row[1])])
-            top = conn.execute(f"SELECT {seq}, id FROM entries WHERE {seq} = ?", (max_seq,)).fetchone()
+                    row = conn.execute(f"SELECT {seq}, CAST(id AS BLOB) FROM entries WHERE {seq} >= ? "
+                                       f"ORDER BY {seq} LIMIT 1", (max_seq * i // 8,)).fetchone()
+                    if row is not None and [as_int(row[0]), as_text(row[1])] not in keep:
+                        keep.append([as_int(row[0]), as_text(row[1])])
+            top = conn.execute(f"SELECT {seq}, CAST(id AS BLOB) FROM entries WHERE {seq} = ?", (max_seq,)).fetchone()
         if top is not None:
-            keep = [s for s in keep if s[0] != top[0]][-8:] + [[int(top[0]), as_text(top[1])]]
+            keep = [s for s in keep if s[0] != top[0]][-8:] + [[as_int(top[0]), as_text(top[1])]]
         return keep
 
     def _save(self, meta: _Meta, changed: dict[str, Aggregate], removed: set[str], *, full: bool,
@@ -448,9 +455,10 @@ class SessionIndex:
             if full:
                 conn.execute("DELETE FROM agg")
             else:
-                conn.executemany("DELETE FROM agg WHERE session_id = ?", [(sid,) for sid in removed])
-            conn.executemany("INSERT OR REPLACE INTO agg VALUES (?,?,?,?,?,?,?,?,?)",
-                             [(sid, *agg.as_tuple()) for sid, agg in changed.items()])
+                conn.executemany("DELETE FROM agg WHERE session_id = CAST(? AS TEXT)", [(bind(sid),) for sid in removed])
+            conn.executemany(
+                "INSERT OR REPLACE INTO agg VALUES (CAST(? AS TEXT),?,?,CAST(? AS TEXT),?,?,CAST(? AS TEXT),?,"
+                "CAST(? AS TEXT))", [_agg_row(sid, agg) for sid, agg in changed.items()])
             conn.execute("INSERT OR REPLACE INTO meta (id, body) VALUES (1, ?)", (meta.to_text(),))
             conn.execute("COMMIT")
         except BaseException:
@@ -459,3 +467,9 @@ class SessionIndex:
             raise
         self.meta = meta
         return True
+
+
+def _agg_row(sid: str, agg: Aggregate) -> tuple[object, ...]:
+    """An ``agg`` row's parameters, text bound as the bytes it was read from (see ``store.mothx.cells.bind``)."""
+    return (bind(sid), agg.entry_count, agg.max_seq, None if agg.last_ts is None else bind(agg.last_ts),
+            agg.message_count, agg.title_seq, bind(agg.title), agg.preview_seq, bind(agg.preview))

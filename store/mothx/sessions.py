@@ -8,6 +8,10 @@ itself is one SQL join of the live ``sessions`` rows with that cache, sorted and
 ids are kept until the database changes, so a window at any offset is a list slice plus a primary-key fetch
 of its rows. Search is evaluated exactly against ``sessions.db`` (``LIKE`` over the session columns, or over
 any ``entries.data`` of the session) and joined with the list.
+
+A row is a :class:`SessionSummary` (defined with its cell decoding in :mod:`store.mothx.sessionrows`): a cell a
+foreign writer left with a wrong type makes that row damaged (``problems``), never the list. Text fields are raw
+data; the UI and the command line show them through the safe-text boundary.
 """
 
 from __future__ import annotations
@@ -23,26 +27,29 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from store import paths
-from store.mothx.db import Database, describe_sqlite_error
 from store.errors import AmbiguousSessionId, SessionNotFound, StoreError
 from store.mothx.aggregates import (
+    PREVIEW_BYTES,
     PREVIEW_CHARS,
     Layout,
     Scanner,
     aggregate,
-    as_int,
-    as_text,
+    cut_preview,
     preview_from_data,
     read_layout,
     title_from_data,
 )
+from store.mothx.cells import as_int, as_text, bind, has_surrogates
+from store.mothx.db import Database, describe_sqlite_error
 from store.mothx.sessionindex import IndexInfo, SessionIndex, cache_path_for
+from store.mothx.sessionrows import SessionSummary, ids_where, summary_from_row
+from store.safetext import one_line
 
 if TYPE_CHECKING:
     from store.mothx.sessiondir import SessionDir
 
 __all__ = [
-    "PREVIEW_CHARS", "MIN_PREFIX", "SessionSummary", "SortKey", "SessionFilter", "SessionPage", "FacetValue",
+    "PREVIEW_BYTES", "PREVIEW_CHARS", "cut_preview", "MIN_PREFIX", "SessionSummary", "SortKey", "SessionFilter", "SessionPage", "FacetValue",
     "Facets", "IndexInfo", "list_sessions", "count_sessions", "position_of", "get_session", "resolve_session_id",
     "facets", "refresh", "index_info", "release", "clear_cache", "like_pattern", "title_from_data", "preview_from_data",
     "defer_deletion_check", "verify_list",
@@ -53,58 +60,6 @@ MAX_VIEWS = 6                   # sorted/filtered views kept per directory (100k
 MAX_SEARCHES = 8                # search results kept per directory
 
 
-@dataclass(frozen=True)
-class SessionSummary:
-    id: str
-    title: str
-    preview: str
-    cwd: str
-    channel_type: str
-    channel_id: str
-    message_count: int
-    last_active_at: str
-    timestamp: str
-    parent_session: str
-    fork_kind: str
-    fork_boundary_seq: int
-    seed_length: int
-    project_id: str
-    project_name: str
-    pinned: bool
-    run_status: str          # status of the session's active (non-terminal) run, "" when none
-    run_state: str = ""      # derived execution state (store.mothx.runs.derive_execution_state) when a run or a lease
-    #                          is involved: "orphaned", "external", "local", "reserved", "recovery_failed",
-    #                          "detached_remote", "inconsistent"; "" when idle. Read with the SQLite clock.
-    lease_expires_at: int = 0  # Unix seconds when the session's active lease expires (0: none); at that moment
-    #                            run_state may change without anything being written (e.g. external → orphaned)
-
-    @property
-    def display_title(self) -> str:
-        """The title, else the preview, else the id."""
-        return self.title or self.preview or self.id
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "id": self.id,
-            "title": self.title,
-            "preview": self.preview,
-            "cwd": self.cwd,
-            "channel_type": self.channel_type,
-            "channel_id": self.channel_id,
-            "message_count": self.message_count,
-            "last_active_at": self.last_active_at,
-            "timestamp": self.timestamp,
-            "parent_session": self.parent_session,
-            "fork_kind": self.fork_kind,
-            "fork_boundary_seq": self.fork_boundary_seq,
-            "seed_length": self.seed_length,
-            "project_id": self.project_id,
-            "project_name": self.project_name,
-            "pinned": self.pinned,
-            "run_status": self.run_status,
-            "run_state": self.run_state,
-            "lease_expires_at": self.lease_expires_at,
-        }
 
 
 class SortKey(str, Enum):
@@ -182,18 +137,17 @@ def _order_sql(layout: Layout, sort: SortKey, descending: bool) -> str:
 def _where_sql(layout: Layout, flt: SessionFilter) -> tuple[str, str, list[object]]:
     """(joins, where, params) for the non-search parts of ``flt``."""
     r = layout.raw
-    joins, where, params = "", ["1"], []
-    if flt.cwd:
-        where.append(f"{r['cwd']} = ?")
-        params.append(flt.cwd)
-    if flt.channel_type:
-        where.append(f"{r['channel_type']} = ?")
-        params.append(flt.channel_type)
+    joins, where = "", ["1"]
+    params: list[object] = []
+    for name, value in (("cwd", flt.cwd), ("channel_type", flt.channel_type)):
+        if value:   # (a value as the list read it: text, or a foreign writer's BLOB)
+            where.append(f"{r[name]} IN (CAST(? AS TEXT), CAST(? AS BLOB))")
+            params += [bind(value), bind(value)]
     if flt.project_id:
         if layout.has_metadata:
             joins = " LEFT JOIN src.session_metadata m ON m.session_id = s.id"
-            where.append("m.project_id = ?")
-            params.append(flt.project_id)
+            where.append("m.project_id = CAST(? AS TEXT)")
+            params.append(bind(flt.project_id))
         else:
             where.append("0")
     if flt.messages_only:
@@ -275,8 +229,14 @@ class _Lists:
             found: dict[str, tuple[SessionSummary, bool]] = {}
             for i in range(0, len(ids), 500):
                 chunk = ids[i:i + 500]
-                for row in self.index.conn.execute(f"{select} WHERE s.id IN ({','.join('?' * len(chunk))})", chunk):
-                    found[row[0]] = _summary(row)
+                for foreign in (False, True):   # text ids first; a foreign BLOB or NULL id only when one is missing
+                    sql, params = ids_where(chunk, foreign=foreign)
+                    for row in self.index.conn.execute(f"{select} WHERE {sql}", params):
+                        summary = summary_from_row(row)
+                        found[summary[0].id] = summary
+                    chunk = [sid for sid in chunk if sid not in found]
+                    if not chunk:
+                        break
         return _with_run_states(sd, [found[i] for i in ids if i in found])
 
     def search(self, sd: SessionDir, query: str) -> frozenset[str]:
@@ -292,16 +252,6 @@ class _Lists:
         self.index.close()
 
 
-def _summary(row: tuple) -> tuple[SessionSummary, bool]:
-    """A list row (``Layout.session_select``) as a summary without its run state, and whether the session has an
-    active run or an active lease row (then :func:`_with_run_states` derives the state)."""
-    (sid, title, preview, cwd, channel, channel_id, msgs, last, created, parent, kind, boundary, seed, pid, pname,
-     pinned, run, leased) = row
-    summary = SessionSummary(sid, title, preview, cwd, channel, channel_id, int(msgs), last, created, parent, kind,
-                             int(boundary), int(seed), pid, pname, bool(pinned), run)
-    return summary, bool(run) or bool(leased)
-
-
 def _with_run_states(sd: SessionDir, rows: list[tuple[SessionSummary, bool]]) -> list[SessionSummary]:
     """The summaries, each with its derived execution state.
 
@@ -309,7 +259,8 @@ def _with_run_states(sd: SessionDir, rows: list[tuple[SessionSummary, bool]]) ->
     read (one read transaction, the SQLite clock) and classified by :func:`store.mothx.runs.derive_execution_state`.
     :mod:`store.mothx.runs` is imported only then (it costs ~15 ms, on the way to a first window without runs).
     """
-    involved = [summary.id for summary, busy in rows if busy]
+    # (an id holding surrogates cannot be bound by the runs module: such a session is shown idle)
+    involved = [summary.id for summary, busy in rows if busy and not has_surrogates(summary.id)]
     if not involved:
         return [summary for summary, _ in rows]
     from store.mothx.leases import LeaseOwner
@@ -326,7 +277,7 @@ def _with_run_states(sd: SessionDir, rows: list[tuple[SessionSummary, bool]]) ->
             states[sid] = ("" if state == "idle" else state, expires)
     out = []
     for summary, busy in rows:
-        if busy:
+        if busy and summary.id in states:
             state, expires = states[summary.id]
             summary = replace(summary, run_state=state, lease_expires_at=expires)
         out.append(summary)
@@ -343,15 +294,17 @@ def _search_ids(sd: SessionDir, layout: Layout, query: str) -> frozenset[str]:
     has = sd.schema.has
     seq = layout.seq
     cols = [c for c in ("id", "cwd", "channel_type", "channel_id") if has("sessions", c)]
-    where = " OR ".join(f"{c} LIKE ? ESCAPE '\\' COLLATE NOCASE" for c in cols)
+    where = " OR ".join(f"{c} LIKE CAST(? AS TEXT) ESCAPE '\\' COLLATE NOCASE" for c in cols)
+    bound = bind(pattern)
     with sd.db.read() as conn:
-        ids = {as_text(r[0]) for r in conn.execute(f"SELECT id FROM sessions WHERE {where}", [pattern] * len(cols))}
+        ids = {as_text(r[0]) for r in conn.execute(f"SELECT CAST(id AS BLOB) FROM sessions WHERE {where}",
+                                                    [bound] * len(cols))}
         max_seq = as_int(conn.execute(f"SELECT MAX({seq}) FROM entries").fetchone()[0])
-    sql = (f"SELECT DISTINCT session_id FROM entries WHERE {seq} > ? AND {seq} <= ? "
-           "AND data LIKE ? ESCAPE '\\' COLLATE NOCASE")
-    rows = Scanner(sd.db).ranged(sql, (pattern,), 0, max_seq)
+    sql = (f"SELECT DISTINCT CAST(session_id AS BLOB) FROM entries WHERE {seq} > ? AND {seq} <= ? "
+           "AND data LIKE CAST(? AS TEXT) ESCAPE '\\' COLLATE NOCASE")
+    rows = Scanner(sd.db).ranged(sql, (bound,), 0, max_seq)
     with sd.db.read() as conn:  # rows appended while the pass ran
-        rows += conn.execute(sql, (max_seq, 1 << 62, pattern)).fetchall()
+        rows += conn.execute(sql, (max_seq, 1 << 62, bound)).fetchall()
     ids.update(as_text(r[0]) for r in rows if r[0] is not None)
     return frozenset(ids)
 
@@ -497,7 +450,7 @@ def clear_cache(sd: SessionDir) -> None:
         try:
             p.unlink(missing_ok=True)
         except OSError as exc:
-            raise StoreError(f"The list cache {p} cannot be removed: {exc.strerror or exc}.") from exc
+            raise StoreError(f"The list cache {one_line(p)} cannot be removed: {exc.strerror or exc}.") from exc
 
 
 def resolve_session_id(sd: SessionDir, session_id_or_prefix: str) -> str:
@@ -505,19 +458,22 @@ def resolve_session_id(sd: SessionDir, session_id_or_prefix: str) -> str:
     text = session_id_or_prefix.strip()
     if not text:
         raise SessionNotFound("No session id was given.")
+    shown = one_line(text)
     with sd.db.read() as conn:
-        if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (text,)).fetchone():
+        if conn.execute("SELECT 1 FROM sessions WHERE id = CAST(? AS TEXT) OR id = CAST(? AS BLOB)",
+                        (bind(text), bind(text))).fetchone():
             return text
         if len(text) < MIN_PREFIX:
             raise SessionNotFound(
-                f"No session has the id '{text}' (a prefix needs at least {MIN_PREFIX} characters).")
+                f"No session has the id '{shown}' (a prefix needs at least {MIN_PREFIX} characters).")
         found = [as_text(r[0]) for r in conn.execute(
-            "SELECT id FROM sessions WHERE id >= ? AND id < ? ORDER BY id LIMIT 6", (text, text + "\U0010ffff"))]
+            "SELECT CAST(id AS BLOB) FROM sessions WHERE id >= CAST(? AS TEXT) AND id < CAST(? AS TEXT) "
+            "ORDER BY id LIMIT 6", (bind(text), bind(text + "\U0010ffff")))]
     if not found:
-        raise SessionNotFound(f"No session id starts with '{text}'.")
+        raise SessionNotFound(f"No session id starts with '{shown}'.")
     if len(found) > 1:
-        shown = ", ".join(found[:5]) + (", …" if len(found) > 5 else "")
-        raise AmbiguousSessionId(f"'{text}' matches more than one session ({shown}); give more characters.")
+        many = ", ".join(one_line(f) for f in found[:5]) + (", …" if len(found) > 5 else "")
+        raise AmbiguousSessionId(f"'{shown}' matches more than one session ({many}); give more characters.")
     return found[0]
 
 
@@ -542,8 +498,8 @@ def _listed_summary(sd: SessionDir, sid: str) -> SessionSummary | None:
     if not lists.lock.acquire(blocking=False):
         seq = "seq" if sd.schema.has("entries", "seq") else "rowid"
         with sd.db.read() as conn:   # (counted on an index: a few ms for 50,000 rows)
-            rows = as_int(conn.execute(f"SELECT count(*) FROM (SELECT {seq} FROM entries WHERE session_id = ? "
-                                       f"LIMIT {DIRECT_SUMMARY_ROWS})", (sid,)).fetchone()[0])
+            rows = as_int(conn.execute(f"SELECT count(*) FROM (SELECT {seq} FROM entries WHERE session_id = "
+                                       f"CAST(? AS TEXT) LIMIT {DIRECT_SUMMARY_ROWS})", (bind(sid),)).fetchone()[0])
         if rows < DIRECT_SUMMARY_ROWS or not lists.lock.acquire(timeout=LIST_WAIT_S):
             return None
     try:
@@ -568,15 +524,16 @@ def get_session(sd: SessionDir, session_id_or_prefix: str) -> SessionSummary:
         if listed is not None:
             return listed
         layout = read_layout(sd)
+        where, params = ids_where([sid])
         with sd.db.read() as conn:
-            row = conn.execute(layout.session_select("", aggs=False) + " WHERE s.id = ?", (sid,)).fetchone()
+            row = conn.execute(layout.session_select("", aggs=False) + f" WHERE {where}", params).fetchone()
         if row is None:
-            raise SessionNotFound(f"Session {sid} no longer exists.")
+            raise SessionNotFound(f"Session {one_line(sid)} no longer exists.")
         agg = aggregate(sd, layout, -(1 << 62), 1 << 62, session_ids=[sid], parallel=False).get(sid)
-        summary, busy = _summary(row)
+        summary, busy = summary_from_row(row)
         if agg is not None:
             summary = replace(summary, title=agg.title, preview=agg.preview, message_count=agg.message_count,
-                              last_active_at=agg.last_ts if agg.last_ts is not None else summary.timestamp)
+                              last_active_at=agg.last_ts if agg.last_ts is not None else summary.last_active_at)
         return _with_run_states(sd, [(summary, busy)])[0]
 
 
@@ -587,19 +544,21 @@ def facets(sd: SessionDir) -> Facets:
         cwds: tuple[FacetValue, ...] = ()
         if has("sessions", "cwd"):
             cwds = tuple(FacetValue(as_text(c), as_text(c), int(n)) for c, n in conn.execute(
-                "SELECT cwd, count(*) FROM sessions GROUP BY cwd ORDER BY cwd") if as_text(c))
+                "SELECT CAST(cwd AS BLOB), count(*) FROM sessions GROUP BY cwd ORDER BY cwd") if as_text(c))
         if has("sessions", "channel_type"):
             channels = tuple(FacetValue(as_text(c), as_text(c), int(n)) for c, n in conn.execute(
-                "SELECT channel_type, count(*) FROM sessions GROUP BY channel_type ORDER BY channel_type"))
+                "SELECT CAST(channel_type AS BLOB), count(*) FROM sessions GROUP BY channel_type "
+                "ORDER BY channel_type"))
         else:
             total = int(conn.execute("SELECT count(*) FROM sessions").fetchone()[0])
             channels = (FacetValue("local", "local", total),) if total else ()
         projects: tuple[FacetValue, ...] = ()
         if has("projects", "id") and has("projects", "name"):
             if has("session_metadata", "project_id"):
-                sql = ("SELECT p.id, p.name, (SELECT count(*) FROM session_metadata m JOIN sessions s "
-                       "ON s.id = m.session_id WHERE m.project_id = p.id) FROM projects p ORDER BY p.name, p.id")
+                sql = ("SELECT CAST(p.id AS BLOB), CAST(p.name AS BLOB), (SELECT count(*) FROM session_metadata m "
+                       "JOIN sessions s ON s.id = m.session_id WHERE m.project_id = p.id) FROM projects p "
+                       "ORDER BY p.name, p.id")
             else:
-                sql = "SELECT id, name, 0 FROM projects ORDER BY name, id"
+                sql = "SELECT CAST(id AS BLOB), CAST(name AS BLOB), 0 FROM projects ORDER BY name, id"
             projects = tuple(FacetValue(as_text(i), as_text(n) or as_text(i), int(c)) for i, n, c in conn.execute(sql))
     return Facets(cwds=cwds, projects=projects, channel_types=channels)

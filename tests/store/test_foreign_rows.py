@@ -141,7 +141,7 @@ def test_text_attempt_shows_the_run_damaged_and_refuses_its_recovery(copy: Path,
     ("column", "value", "what"),
     [
         ("epoch", INT64_MAX, f"INTEGER {INT64_MAX}, out of range"),
-        ("epoch", b"\x01\x02", "BLOB of 2 bytes"),
+        ("epoch", b"\x01\x02", "a BLOB of 2 bytes"),
         ("epoch", None, "NULL"),
         ("expires_at", 1.5, "REAL 1.5"),
         ("owner_pid", "99999999999999999999", "REAL 1e+20"),

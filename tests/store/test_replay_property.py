@@ -21,7 +21,16 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from store.mothx.db import OpenMode
-from store.mothx.entries import END_SEQ, ReplayMessage, ReplayPlan, load_rows, replay, replay_details, replay_page, replay_plan
+from store.mothx.entries import (
+    END_SEQ,
+    ReplayMessage,
+    ReplayPlan,
+    load_rows,
+    replay,
+    replay_details,
+    replay_page,
+    replay_plan,
+)
 from store.mothx.sessiondir import SessionDir, open_session_dir
 
 SID = "feedfacefeedface"
@@ -149,7 +158,8 @@ def materialise(ops: list[tuple[str, str, Any, int]], allow_mismatch: bool, inte
         later = [x for x in message_ids if x > eid]
         earlier_compactions = [x for x in compaction_ids if x < eid]
 
-        def pick(choice: str) -> str:
+        def pick(choice: str, earlier: list[str] = earlier, later: list[str] = later,
+                 earlier_compactions: list[str] = earlier_compactions, k: int = k) -> str:
             pool = {"earlier": earlier, "later": later, "compaction": compaction_ids,
                     "earlier_compaction": earlier_compactions}.get(choice, [])
             return pool[k % len(pool)] if pool else "ffffffffffffffff"

@@ -23,10 +23,11 @@ from hypothesis import strategies as st
 
 import store.mothx.aggregates as aggregates
 import store.mothx.runs as runs_mod
+import store.mothx.sessionindex as sessionindex
 import store.mothx.sessions as sessions_mod
 from store import paths
-from store.mothx.db import OpenMode
 from store.errors import AmbiguousSessionId, SessionNotFound, StoreError
+from store.mothx.db import OpenMode
 from store.mothx.leases import LeaseOwner
 from store.mothx.schema import RUN_ACTIVE_STATUSES
 from store.mothx.sessiondir import SessionDir, open_session_dir
@@ -36,6 +37,7 @@ from store.mothx.sessions import (
     SessionSummary,
     SortKey,
     count_sessions,
+    cut_preview,
     facets,
     get_session,
     index_info,
@@ -172,14 +174,10 @@ def reference_rows(db_path: Path) -> list[SessionSummary]:
         out = []
         for (sid, cwd, created, channel, channel_id, parent, kind, boundary, seed, last, msgs, info, pid, pname,
              pinned, run) in rows:
-            preview = ""
-            for (data,) in conn.execute(
-                "SELECT data FROM entries WHERE session_id = ? AND type = 'message' ORDER BY seq", (sid,)
-            ):
-                found = preview_from_data(data)
-                if found is not None:
-                    preview = found
-                    break
+            first = conn.execute(   # 5.2: the message entry with MIN(seq), whatever its role
+                "SELECT data FROM entries WHERE session_id = ? AND type = 'message' ORDER BY seq LIMIT 1", (sid,)
+            ).fetchone()
+            preview = (preview_from_data(first[0]) or "") if first is not None else ""
             title = title_from_data(info) if info is not None else ""
             state = reference_run_state(conn, sid)
             out.append(SessionSummary(sid, title, preview, cwd, channel, channel_id, msgs, last, created, parent,
@@ -215,9 +213,10 @@ def reference_order(rows: list[SessionSummary]) -> list[str]:
     return [r.id for r in sorted(rows, key=lambda r: (r.last_active_at, r.id), reverse=True)]
 
 
-def listed(sd: SessionDir, flt: SessionFilter = SessionFilter(), sort: SortKey = SortKey.LAST_ACTIVE,
+def listed(sd: SessionDir, flt: SessionFilter | None = None, sort: SortKey = SortKey.LAST_ACTIVE,
            descending: bool = True, window: int = 7) -> list[SessionSummary]:
     """The whole list, read window by window as a screen does."""
+    flt = flt if flt is not None else SessionFilter()
     out: list[SessionSummary] = []
     offset = 0
     while True:
@@ -247,20 +246,52 @@ def test_title_and_preview_rules() -> None:
     assert title_from_data("{not json") == ""
     assert title_from_data('{"type":"session_info","name":"x","n":NaN}') == ""    # NaN is not JSON
     user = {"type": "message", "message": {"role": "user", "content": "  hello\n\n  world  "}}
-    assert preview_from_data(json.dumps(user)) == "hello world"
+    assert preview_from_data(json.dumps(user)) == "  hello\n\n  world  "        # the text as it is (raw data)
     blocks = {"message": {"role": "user", "contents": [{"type": "image"}, {"type": "text", "text": "from block"}]}}
     assert preview_from_data(json.dumps(blocks)) == "from block"
     listed_content = {"message": {"role": "user", "content": [{"type": "text", "text": "list content"}]}}
     assert preview_from_data(json.dumps(listed_content)) == "list content"
     assert preview_from_data(json.dumps({"message": {"role": "assistant", "content": "no"}})) is None
     injected = {"message": {"role": "user", "content": "context", "systemInjected": True}}
-    assert preview_from_data(json.dumps(injected)) is None
-    assert preview_from_data(json.dumps({"message": {"role": "user", "content": "   "}})) is None
+    assert preview_from_data(json.dumps(injected)) == "context"      # 5.2 asks only for the role
+    assert preview_from_data(json.dumps({"message": {"role": "user", "content": ""}})) is None
     long = "x" * 61
-    got = preview_from_data(json.dumps({"message": {"role": "user", "content": long}}))
-    assert got == "x" * 59 + "…" and len(got) == 60
+    assert preview_from_data(json.dumps({"message": {"role": "user", "content": long}})) == "x" * 60 + "..."
     assert preview_from_data(json.dumps({"message": {"role": "user", "content": "y" * 60}})) == "y" * 60
     assert preview_from_data("[1, 2]") is None
+    huge = '{"message": {"role": "user", "content": "big", "n": ' + "9" * 5000 + "}}"
+    assert preview_from_data(huge) == "big"
+    assert title_from_data('{"type":"session_info","name":"big","n":' + "9" * 5000 + "}") == "big"
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("a" * 60, "a" * 60),                                   # exactly 60 bytes: not cut
+    ("a" * 61, "a" * 60 + "..."),
+    ("a" * 59 + "é", "a" * 59 + "..."),              # é is 2 bytes: 61 in all, cut before it
+    ("a" * 58 + "é", "a" * 58 + "é"),                       # 60 bytes exactly
+    ("a" * 58 + "é" + "b", "a" * 58 + "é" + "..."),
+    ("a" * 58 + "漢", "a" * 58 + "..."),                     # 漢 is 3 bytes: 61
+    ("a" * 57 + "漢", "a" * 57 + "漢"),
+    ("a" * 57 + "漢b", "a" * 57 + "漢..."),
+    ("a" * 57 + "😀", "a" * 57 + "..."),                     # 4 bytes: 61
+    ("a" * 56 + "😀", "a" * 56 + "😀"),
+    ("a" * 56 + "😀!", "a" * 56 + "😀..."),
+    ("漢" * 21, "漢" * 20 + "..."),                          # 63 bytes: 60 kept
+    ("é" * 31, "é" * 30 + "..."),
+    ("😀" * 16, "😀" * 15 + "..."),
+    ("a\udcff" * 31, "a\udcff" * 30 + "..."),             # a byte that is not UTF-8 counts as one byte
+    ("", ""),
+])
+def test_preview_is_cut_at_60_bytes_on_a_character_boundary(text: str, want: str) -> None:
+    got = cut_preview(text)
+    assert got == want
+    raw = got.encode("utf-8", "surrogateescape")
+    assert len(raw) <= 63 and (len(raw) <= 60 or got.endswith("..."))
+    body = got[:-3] if got.endswith("...") and got != text else got
+    assert text.startswith(body)
+    msg = json.dumps({"type": "message", "message": {"role": "user", "content": text}}) if text else None
+    if msg is not None and "\udcff" not in text:
+        assert preview_from_data(msg) == want
 
 
 def test_like_pattern_escapes_wildcards() -> None:
@@ -296,7 +327,7 @@ def test_list_fields_and_order(writer: Writer) -> None:
         assert [r.id for r in rows] == [a, b, c]
         ra, rb, rc = rows
         assert ra.title == "New title"
-        assert ra.preview == ("first real question " + "z" * 80)[:59] + "…"
+        assert ra.preview == "ctx"         # 5.2: the first message entry (this one is injected by the runtime)
         assert ra.message_count == 4
         assert ra.last_active_at == ts(500)
         assert rb.channel_type == "wechat" and rb.channel_id == "wx-1"
@@ -438,6 +469,35 @@ def test_cache_lives_outside_and_read_modes_change_no_byte(writer: Writer) -> No
             assert get_session(sd, "0000000000000002").title == "t2"
             facets(sd)
         assert tree_digest(w.root) == before, mode
+
+
+def test_a_cache_of_an_older_format_is_rebuilt_with_todays_previews(writer: Writer) -> None:
+    w = writer
+    a = w.session("aaaa000000000000")
+    w.user(a, "漢" * 30)
+    want = "漢" * 20 + "..."
+    with open_session_dir(w.root, OpenMode.READ_ONLY) as sd:
+        assert [r.preview for r in listed(sd)] == [want]
+        cache = index_info(sd).cache_path
+    assert cache is not None
+
+    def rewrite(fmt: int, preview: str) -> None:
+        conn = sqlite3.connect(cache, isolation_level=None)
+        try:
+            meta = json.loads(conn.execute("SELECT body FROM meta").fetchone()[0])
+            conn.execute("UPDATE meta SET body = ?", (json.dumps({**meta, "format": fmt}),))
+            conn.execute("UPDATE agg SET preview = ?", (preview,))
+        finally:
+            conn.close()
+
+    rewrite(sessionindex.CACHE_FORMAT, "kept")       # today's format: the cache is trusted as it is
+    with open_session_dir(w.root, OpenMode.READ_ONLY) as sd:
+        assert [r.preview for r in listed(sd)] == ["kept"]
+        assert index_info(sd).last_sync == "unchanged"
+    rewrite(2, "漢" * 59 + "…")                      # a preview cut the old way, in a format-2 cache
+    with open_session_dir(w.root, OpenMode.READ_ONLY) as sd:
+        assert [r.preview for r in listed(sd)] == [want]
+        assert index_info(sd).last_sync == "cold"
 
 
 def test_incremental_after_appends_and_reuse_across_opens(writer: Writer) -> None:
@@ -860,12 +920,17 @@ def test_session_texts_by_index_equal_the_aggregates(writer: Writer) -> None:
     c = w.session("cccc000000000003")
     w.title(c, "no messages")
     d = w.session("dddd000000000004")                                 # no entries at all
+    e = w.session("eeee000000000005")
+    w.entry(e, "message", {"message": {"role": "user", "contents": [
+        {"type": "image"}, {"type": "text", "text": "  the\n question  "}]}})
+    w.user(e, "second")
     with open_session_dir(w.root, OpenMode.READ_ONLY) as sd:
         layout = aggregates.read_layout(sd)
-        texts = aggregates.session_texts(sd, layout, [a, b, c, d, "not-a-session"])
-        full = aggregates.aggregate(sd, layout, -(1 << 62), 1 << 62, session_ids=[a, b, c, d], parallel=False)
+        texts = aggregates.session_texts(sd, layout, [a, b, c, d, e, "not-a-session"])
+        full = aggregates.aggregate(sd, layout, -(1 << 62), 1 << 62, session_ids=[a, b, c, d, e], parallel=False)
     assert texts == {sid: (agg.title, agg.preview) for sid, agg in full.items()}
-    assert texts == {a: ("new title", "the question"), b: ("", "only a preview"), c: ("no messages", "")}
+    assert texts == {a: ("new title", ""), b: ("", "only a preview"), c: ("no messages", ""),   # a: 5.2's first
+                     e: ("", "  the\n question  ")}                                          # message is no user's
 
 
 def test_facets(writer: Writer) -> None:
