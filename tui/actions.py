@@ -285,7 +285,7 @@ def sections() -> list[Section]:
 def _open_sessions(app: object) -> None:
     from tui.screens.sessions import SessionsScreen
 
-    show = getattr(app, "show_section_screen")
+    show = getattr(app, "show_section_screen")  # noqa: B009 - the App, typed as object (no Textual import)
     show(SessionsScreen)
 
 
@@ -298,9 +298,11 @@ def _section_screen(module: str, class_name: str) -> Callable[[object], None]:
         try:
             screen_type = getattr(importlib.import_module(module), class_name)
         except (ImportError, AttributeError) as exc:
-            getattr(app, "notify")(f"This section is not available: {exc}.", severity="error")
+            from tui.safe import notify
+
+            notify(app, f"This section is not available: {exc}.", severity="error")  # type: ignore[arg-type]
             return
-        getattr(app, "show_section_screen")(screen_type)
+        getattr(app, "show_section_screen")(screen_type)  # noqa: B009 - the App, typed as object
 
     return open_section
 

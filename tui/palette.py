@@ -17,7 +17,9 @@ from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from store.safetext import safe
 from tui import actions
+from tui.safe import data_line, markup_escape
 
 if TYPE_CHECKING:
     from textual.dom import DOMNode
@@ -66,19 +68,23 @@ class SessionscopeCommands(Provider):
         for name in names() if names else sorted(self.app.available_themes):
             yield (f"Theme: {name}", lambda n=name: setattr(self.app, "theme", n), "Switch to this theme; the choice is remembered.")
 
-    # The palette reads a str prompt or help text as markup: names hold "[/]" and paths may hold brackets,
-    # so prompts are passed as Text / Content and help text is escaped.
+    # The palette reads a str prompt or help text as markup: names hold "[/]" and theme names or paths may hold
+    # brackets or control characters, so prompts are passed as Text / Content of safe text and help text is
+    # made safe and escaped. ``[@click=app.quit]`` in a name is only characters.
 
     async def discover(self) -> Hits:
         for name, callback, help_text in self._commands():
-            yield DiscoveryHit(Text(name), callback, text=name, help=escape(help_text))
+            shown = safe(name)
+            yield DiscoveryHit(Text(shown), callback, text=shown, help=markup_escape(help_text))
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for name, callback, help_text in self._commands():
-            score = matcher.match(name)
+            shown = safe(name)
+            score = matcher.match(shown)
             if score > 0:
-                yield Hit(score, matcher.highlight(escape(name)), callback, text=name, help=escape(help_text))
+                yield Hit(score, matcher.highlight(escape(shown)), callback, text=shown,
+                          help=markup_escape(help_text))
 
 
 class OpenSessionDialog(ModalScreen[None]):
@@ -125,4 +131,4 @@ class OpenSessionDialog(ModalScreen[None]):
             resolve(event.value)
 
     def show_error(self, error: str) -> None:
-        self.query_one("#open-error", Static).update(error)
+        self.query_one("#open-error", Static).update(data_line(error))
