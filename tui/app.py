@@ -254,7 +254,7 @@ class ListVerified(Message):
         self.sd = sd
 
 
-QUIT_WAIT_S = 1.5
+QUIT_WAIT_S = 1.0
 """How long a quit waits, in all, for work still running (thread workers, the store being closed) before the
 process ends anyway."""
 
@@ -843,9 +843,9 @@ class SessionscopeApp(App[None]):
             close_bounded(stores, self.interrupts)
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
-        """:meth:`App.run`, then a bounded wait for threads that are not daemons (the store's parallel scans
-        run on a pool of their own); when some still run after :data:`QUIT_WAIT_S`, the process ends now, the
-        terminal already restored, instead of waiting for them."""
+        """:meth:`App.run`, then a bounded wait for the threads the interpreter's exit would join (see
+        :func:`join_stragglers`: the store's parallel scans run on a pool of their own); when some still run
+        after :data:`QUIT_WAIT_S`, the process ends now, the terminal already restored, instead of waiting."""
         result = super().run(*args, **kwargs)
         if not join_stragglers(QUIT_WAIT_S):
             code = self.return_code
@@ -882,15 +882,22 @@ def close_bounded(stores: list[SessionDir], interrupts: Interrupts, wait_s: floa
     return True
 
 
-def join_stragglers(wait_s: float) -> bool:
-    """Join every live thread that is not a daemon (but this one), within ``wait_s`` in all; True when none is
-    left."""
-    deadline = time.monotonic() + wait_s
+def _exit_joined_threads() -> list[threading.Thread]:
+    """The threads the interpreter joins, without a bound, when it exits: those that are not daemons, and every
+    thread of a ``concurrent.futures`` pool (its exit hook joins them, daemon or not; the store's parallel scans
+    run on such a pool, on a daemon thread's behalf)."""
+    from concurrent.futures import thread as futures_thread
+
     me = threading.current_thread()
-    for thread in threading.enumerate():
-        if thread is me or thread.daemon or not thread.is_alive() or thread is threading.main_thread():
-            continue
+    found = {t for t in threading.enumerate() if not t.daemon}
+    found.update(getattr(futures_thread, "_threads_queues", {}).keys())
+    return [t for t in found if t is not me and t is not threading.main_thread() and t.is_alive()]
+
+
+def join_stragglers(wait_s: float) -> bool:
+    """Join the threads the interpreter's exit would wait for (:func:`_exit_joined_threads`), within ``wait_s``
+    in all; True when none is left."""
+    deadline = time.monotonic() + wait_s
+    for thread in _exit_joined_threads():
         thread.join(max(0.0, deadline - time.monotonic()))
-    return not any(
-        t.is_alive() and not t.daemon and t is not me and t is not threading.main_thread() for t in threading.enumerate()
-    )
+    return not _exit_joined_threads()
