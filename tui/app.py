@@ -329,7 +329,8 @@ class ReportingWorkers(WorkerManager):
         app = self._app
         if getattr(app, "_quitting", False):
             return  # an interrupted query at quit is not news
-        message = WorkerFailed(worker, describe_error(worker.error))
+        # Sent "by the app": Textual stops a bubbling message at its sender, which must not be a screen on the way.
+        message = WorkerFailed(worker, describe_error(worker.error)).set_sender(app)
         node = worker.node
         if node is app or not node.post_message(message):
             app.post_message(message)

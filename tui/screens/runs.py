@@ -310,8 +310,10 @@ class RunsScreen(Screen[None]):
         selected = self.run_list.selected
         if selected is None:
             self.query_one(RunFacts).show(None)
-            if self.sd is not None and self.query_one(RunTimeline).run_id is not None:
-                self.query_one(RunTimeline).show(self.sd, None)
+            timeline = self.query_one(RunTimeline)
+            # no run to show (none, or the runs could not be read): the timeline stops saying "Reading events…"
+            if self.sd is not None and (timeline.run_id is not None or not timeline.loaded):
+                timeline.show(self.sd, None)
 
     @on(RunList.Selected)
     def _selected(self, message: RunList.Selected) -> None:
