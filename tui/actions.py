@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 Scope = str
 """Where an action's binding lives: "app", "sessions", "session-list", "transcript", … (one per node type)."""
@@ -104,7 +104,7 @@ def in_scope(scope: str) -> list[ActionSpec]:
     return [spec for spec in _REGISTRY.values() if spec.scope == scope]
 
 
-def bindings(scope: str) -> list[Binding]:
+def bindings(scope: str) -> list[BindingType]:
     """The ``BINDINGS`` list of the node that owns ``scope``."""
     return [spec.binding() for spec in in_scope(scope)]
 

@@ -346,7 +346,7 @@ def _commands_provider() -> type[Provider]:
     return SessionscopeCommands
 
 
-class SessionscopeApp(App[None]):
+class SessionscopeApp(App[object]):
     """Browse and repair a mothx session directory."""
 
     TITLE = "Sessionscope"
@@ -450,7 +450,7 @@ class SessionscopeApp(App[None]):
         if self.session_dir is not None and self._opening is not None and not self._opening_queued:
             self._open_store(self.session_dir, self.mode, prefetch=True)  # (a first screen of a subclass)
 
-    def get_default_screen(self) -> Screen[object]:
+    def get_default_screen(self) -> Screen[Any]:
         """The first screen is the real one (no blank default screen to compose and paint first)."""
         if self.session_dir is None:
             from store.paths import default_session_dir
@@ -753,7 +753,7 @@ class SessionscopeApp(App[None]):
         self.theme = name
         notify(self, f"Theme: {name}", timeout=2)
 
-    def action_back(self) -> None:
+    async def action_back(self) -> None:
         if not self._on_base_screen():
             self.pop_screen()
 
@@ -819,7 +819,7 @@ class SessionscopeApp(App[None]):
 
     # --- quitting ---------------------------------------------------------------------------------------------
 
-    def exit(self, result: None = None, return_code: int = 0, message: Any = None) -> None:
+    def exit(self, result: object | None = None, return_code: int = 0, message: Any = None) -> None:
         """Quit, and stop every SQLite call in flight first: nothing a worker does keeps the app waiting."""
         self._begin_quit()
         super().exit(result, return_code, message)

@@ -6,6 +6,7 @@ Imported only when the palette opens, so the start path does not pay for it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
@@ -60,13 +61,14 @@ class SessionscopeCommands(Provider):
             key = self.app.get_key_display(spec.binding().with_key(spec.key.split(",")[0], key_display=spec.key_display))
             yield (
                 f"{spec.description}  [{key}]",
-                lambda n=node, a=spec.action: self.app.call_later(n.run_action, a),
+                partial(self.app.call_later, self.app.run_action, spec.action, node),
                 spec.tooltip,
             )
         yield ("Open session…", lambda: self.app.call_later(self.app.run_action, "open_session_prompt"), "Open a session by id or id prefix.")
         names = getattr(self.app, "ordered_theme_names", None)
         for name in names() if names else sorted(self.app.available_themes):
-            yield (f"Theme: {name}", lambda n=name: setattr(self.app, "theme", n), "Switch to this theme; the choice is remembered.")
+            yield (f"Theme: {name}", partial(setattr, self.app, "theme", name),
+                   "Switch to this theme; the choice is remembered.")
 
     # The palette reads a str prompt or help text as markup: names hold "[/]" and theme names or paths may hold
     # brackets or control characters, so prompts are passed as Text / Content of safe text and help text is

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from store.mothx.db import OpenMode
 from store.demo.model import DEMO_NOW_UNIX, LIVE_LEASE_EXPIRES_AT
+from store.mothx.db import OpenMode
 from tests.tui.appwait import settle
 from tests.tui.runswait import db_rows, settle_runs, wait_for
 from tui.app import SessionscopeApp

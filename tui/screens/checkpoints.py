@@ -39,6 +39,8 @@ from tui.widgets.keybar import KeyBar
 from tui.widgets.statusbar import StatusBar
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
     from store.agents.agentstate import CheckpointInfo, PublicationHead, ResetPreview
     from store.agents.capture import VerifyResult
     from store.mothx.sessiondir import SessionDir
@@ -472,7 +474,7 @@ class CheckpointsScreen(Screen[None]):
             proof = proof_from(result)
             self.checkpoint_list.set_proof(key, proof)
             if not message.quiet:
-                severity = "information" if result.status == "verified" else "warning"
+                severity: SeverityLevel = "information" if result.status == "verified" else "warning"
                 notify(self, f"{who}: {proof.label}. {proof.detail}", title="Verify", severity=severity)
         selected = self.checkpoint_list.selected
         if selected is not None and row_key(selected) == key:

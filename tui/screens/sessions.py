@@ -8,8 +8,9 @@ so the mothx list starts as fast as before. A directory with no mothx sessions b
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -177,7 +178,8 @@ class SessionsScreen(Screen[None]):
         flt = SessionFilter(search=self.search.strip())
         if self.facet is not None:
             field, value, _label = self.facet
-            flt = SessionFilter(search=flt.search, **{field: value})
+            changes: dict[str, Any] = {field: value}
+            flt = replace(flt, **changes)
         return ListQuery(flt=flt, sort=keys[self.sort_index % len(keys)], descending=self.descending)
 
     def _is_filtered(self) -> bool:
