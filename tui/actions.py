@@ -282,13 +282,6 @@ def sections() -> list[Section]:
     return list(_SECTIONS.values())
 
 
-def _open_sessions(app: object) -> None:
-    from tui.screens.sessions import SessionsScreen
-
-    show = getattr(app, "show_section_screen")  # noqa: B009 - the App, typed as object (no Textual import)
-    show(SessionsScreen)
-
-
 def _section_screen(module: str, class_name: str) -> Callable[[object], None]:
     """An opener that imports the section's screen module only when the section is first shown."""
 
@@ -307,7 +300,8 @@ def _section_screen(module: str, class_name: str) -> Callable[[object], None]:
     return open_section
 
 
-register_section(Section("sessions", "Sessions", "Every session: filter, sort, open a transcript.", _open_sessions))
+register_section(Section("sessions", "Sessions", "Every session: filter, sort, open a transcript.",
+                         _section_screen("tui.screens.sessions", "SessionsScreen")))
 register_section(Section("runs", "Runs", "Active and recent runs, leases, recovery: recover orphans, release leases.",
                          _section_screen("tui.screens.runs", "RunsScreen")))
 register_section(Section("checkpoints", "Checkpoints", "External-agent checkpoints: verify, publish a reset.",

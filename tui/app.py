@@ -692,7 +692,7 @@ class SessionscopeApp(App[object]):
             return
         self.push_screen(TranscriptScreen(self.sd, session_id))
 
-    def show_section_screen(self, screen_type: type[Screen[object]]) -> None:
+    def show_section_screen(self, screen_type: type[Screen[Any]]) -> None:
         """Make a screen of ``screen_type`` current: pop back to it, or push a new one over the first screen."""
         stack = self.screen_stack
         for index in range(len(stack) - 1, -1, -1):

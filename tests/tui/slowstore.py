@@ -31,7 +31,7 @@ def main() -> int:
     import store.mothx.sessions as sessions
     from tui.cli import main as cli_main
 
-    sessions.list_sessions = endless_list_sessions  # type: ignore[assignment]
+    sessions.list_sessions = endless_list_sessions
     return cli_main()
 
 

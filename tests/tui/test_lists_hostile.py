@@ -207,8 +207,9 @@ async def test_checkpoints_show_a_bracketed_work_dir_as_it_is(hostile_dir: Path)
         app.show_section_screen(CheckpointsScreen)
 
         def listed() -> bool:
-            found = app.screen.query(CheckpointList) if isinstance(app.screen, CheckpointsScreen) else None
-            return bool(found) and found.first().loaded and not any(w.is_running for w in app.workers)
+            if not isinstance(app.screen, CheckpointsScreen) or not app.screen.query(CheckpointList):
+                return False
+            return app.screen.query_one(CheckpointList).loaded and not any(w.is_running for w in app.workers)
 
         await wait_for(pilot, listed, "the checkpoints")
         screen = app.screen
@@ -232,3 +233,13 @@ async def test_checkpoints_show_a_bracketed_work_dir_as_it_is(hostile_dir: Path)
         await wait_for(pilot, lambda: app.screen is screen, "the dialog to close")
         assert_clean(app, "checkpoints after the dialog")
     assert app._exception is None  # noqa: SLF001
+
+
+def test_errors_and_times_are_safe_text() -> None:
+    from store.errors import StoreError
+    from tui.formatting import describe_error, utc_minutes
+
+    assert describe_error(StoreError("held by pid-4242-[/]\x1b[2J\u202e")) == "held by pid-4242-[/]␛[2J\\u202e"
+    assert describe_error(ValueError("bad\x07\nvalue")) == "Unexpected ValueError: bad␇ value"
+    assert utc_minutes("\x1b]0;x\x07") == "␛]0;x␇"
+    assert utc_minutes("2026-03-01T23:30:00+02:00") == "2026-03-01 21:30"

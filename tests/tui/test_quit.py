@@ -175,3 +175,23 @@ def test_q_ends_the_process_while_the_store_is_stuck_in_sqlite(large_dir: Path, 
     took, _output = _run_in_pty([sys.executable, "-m", "tests.tui.slowstore", "--dir", str(large_dir)],
                                 _env(tmp_path / "home"), first_paint=b"Sessionscope", timeout=QUIT_BOUND_S + 5)
     assert took < QUIT_BOUND_S, f"the process ended {took:.1f} s after q"
+
+
+def test_worker_threads_are_daemons_and_shutdown_is_bounded() -> None:
+    from tui.app import DaemonExecutor
+
+    pool = DaemonExecutor(wait_s=0.2)
+    release = threading.Event()
+    future = pool.submit(release.wait, 30)
+    done = pool.submit(lambda: 42)
+    assert done.result(5) == 42
+    workers = [t for t in threading.enumerate() if t.name.startswith("sessionscope-worker")]
+    assert workers and all(t.daemon for t in workers)
+    started = time.monotonic()
+    pool.shutdown(wait=True)
+    assert time.monotonic() - started < 1.0, "shutdown waits a bounded time for a job still running"
+    assert not future.done()
+    with pytest.raises(RuntimeError):
+        pool.submit(lambda: None)
+    release.set()
+    assert future.result(5) is True
