@@ -610,11 +610,8 @@ class SessionscopeApp(App[object]):
     def _verify_list(self, sd: SessionDir) -> None:
         from store.mothx.sessions import verify_list
 
-        try:
-            changed = verify_list(sd)
-        except Exception:  # noqa: BLE001 - the next read checks again (and reports) itself
-            return
-        if changed:
+        # A failure is notified by the app (ReportingWorkers); the next read checks again itself.
+        if verify_list(sd):
             self.post_message(ListVerified(sd))
 
     @on(ListVerified)
@@ -815,7 +812,22 @@ class SessionscopeApp(App[object]):
         worker = message.worker
         what = worker.description if worker.description and not worker.description.startswith("<") else ""
         title = f"{what} failed" if what else "A background task failed"
+        group = message.group
+        # what the app's own workers left "…ing" ends here; opening failures have their own screen and notice
+        if group == "store-open" and self.sd is None:
+            self.post_message(StoreFailed(self.session_dir, message.reason))  # not "Opening…" for ever
+            return
+        if group == "demo":
+            self.post_message(StoreFailed(None, f"The demo directory could not be built: {message.reason}"))
+            return
         notify(self, message.reason, title=title, severity="error", timeout=10)
+        if group == "integrity":
+            self.integrity = integrity_line(message.reason)
+        elif group == "resolve-session":
+            from tui.palette import OpenSessionDialog
+
+            if isinstance(self.screen, OpenSessionDialog):
+                self.screen.show_error(message.reason)
 
     # --- quitting ---------------------------------------------------------------------------------------------
 

@@ -90,3 +90,16 @@ async def test_an_optional_count_that_fails_is_not_silent(demo_master: Path, mon
                        "the notification")
         await settle(pilot)
         assert "(filtered)" in app.screen.query_one(StatusBar).count
+
+
+async def test_the_integrity_line_ends_when_its_worker_fails(demo_master: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tui.app
+
+    monkeypatch.setattr(tui.app, "IntegrityChecked", _bug)
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: _notified(app, "Integrity check failed", "the disk is on fire"),
+                       "the notification")
+        await pilot.pause()
+        assert app.integrity.startswith("integrity FAILED") and "checking" not in app.integrity
+        assert "integrity FAILED" in app.screen.query_one(StatusBar).render().plain

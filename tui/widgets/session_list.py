@@ -390,14 +390,17 @@ class SessionList(CursorRows, ScrollView, can_focus=True, inherit_bindings=False
 
         rows: list[SessionSummary] = []
         gone: set[str] = set()
+        failure: Exception | None = None
         for sid in ids:
             try:
                 rows.append(get_session(sd, sid))
             except SessionNotFound:
                 gone.add(sid)
-            except Exception:  # noqa: BLE001 - the row keeps what it showed; the next refresh reads it again
-                continue
+            except Exception as exc:  # noqa: BLE001 - the row keeps what it showed; the next refresh reads it again
+                failure = failure or exc
         self.post_message(self.RowsRead(generation, rows, gone))
+        if failure is not None:
+            raise failure  # not silent: the app notifies it (ReportingWorkers)
 
     @on(RowsRead)
     def _rows_read(self, message: RowsRead) -> None:
