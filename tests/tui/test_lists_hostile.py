@@ -243,3 +243,22 @@ def test_errors_and_times_are_safe_text() -> None:
     assert describe_error(ValueError("bad\x07\nvalue")) == "Unexpected ValueError: bad␇ value"
     assert utc_minutes("\x1b]0;x\x07") == "␛]0;x␇"
     assert utc_minutes("2026-03-01T23:30:00+02:00") == "2026-03-01 21:30"
+
+
+async def test_a_hostile_directory_name_in_the_header_and_the_error_screen(demo_master: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from tui.screens.welcome import OpenFailedScreen
+
+    odd = tmp_path / "dir [x]\x1b]0;y\x07" / "sessions"
+    shutil.copytree(demo_master, odd)
+    app = SessionscopeApp(odd, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        literal(assert_clean(app, "header"), "dir [x]␛]0;y␇")
+    missing = SessionscopeApp(tmp_path / "gone [/]\x1b[2J")
+    async with missing.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(missing.screen, OpenFailedScreen), "the error screen")
+        await pilot.pause()
+        literal(assert_clean(missing, "open failed"), "gone [/]␛[2J")
+    assert app._exception is None and missing._exception is None  # noqa: SLF001
