@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 Scope = str
 """Where an action's binding lives: "app", "sessions", "session-list", "transcript", … (one per node type)."""
@@ -104,7 +104,7 @@ def in_scope(scope: str) -> list[ActionSpec]:
     return [spec for spec in _REGISTRY.values() if spec.scope == scope]
 
 
-def bindings(scope: str) -> list[Binding]:
+def bindings(scope: str) -> list[BindingType]:
     """The ``BINDINGS`` list of the node that owns ``scope``."""
     return [spec.binding() for spec in in_scope(scope)]
 
@@ -282,13 +282,6 @@ def sections() -> list[Section]:
     return list(_SECTIONS.values())
 
 
-def _open_sessions(app: object) -> None:
-    from tui.screens.sessions import SessionsScreen
-
-    show = getattr(app, "show_section_screen")
-    show(SessionsScreen)
-
-
 def _section_screen(module: str, class_name: str) -> Callable[[object], None]:
     """An opener that imports the section's screen module only when the section is first shown."""
 
@@ -298,14 +291,17 @@ def _section_screen(module: str, class_name: str) -> Callable[[object], None]:
         try:
             screen_type = getattr(importlib.import_module(module), class_name)
         except (ImportError, AttributeError) as exc:
-            getattr(app, "notify")(f"This section is not available: {exc}.", severity="error")
+            from tui.safe import notify
+
+            notify(app, f"This section is not available: {exc}.", severity="error")  # type: ignore[arg-type]
             return
-        getattr(app, "show_section_screen")(screen_type)
+        getattr(app, "show_section_screen")(screen_type)  # noqa: B009 - the App, typed as object
 
     return open_section
 
 
-register_section(Section("sessions", "Sessions", "Every session: filter, sort, open a transcript.", _open_sessions))
+register_section(Section("sessions", "Sessions", "Every session: filter, sort, open a transcript.",
+                         _section_screen("tui.screens.sessions", "SessionsScreen")))
 register_section(Section("runs", "Runs", "Active and recent runs, leases, recovery: recover orphans, release leases.",
                          _section_screen("tui.screens.runs", "RunsScreen")))
 register_section(Section("checkpoints", "Checkpoints", "External-agent checkpoints: verify, publish a reset.",

@@ -11,24 +11,39 @@ help, the filter box) is imported only when used.
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sqlite3
 import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on, work
 from textual.app import App
 from textual.message import Message
 from textual.reactive import reactive
+from textual.worker import Worker, WorkerState
+from textual.worker_manager import WorkerManager
 
 from store.mothx.db import OpenMode
 from tui import actions
 from tui.formatting import describe_error, tildify
 from tui.live import LiveChanged, LiveFlush, LiveUpdates, deliver, live_wanted
-from tui.messages import DemoReady, IntegrityChecked, KeymapChecked, SessionResolved, StoreFailed, StoreOpened
+from tui.messages import (
+    DemoReady,
+    IntegrityChecked,
+    KeymapChecked,
+    SessionResolved,
+    StoreFailed,
+    StoreOpened,
+    WorkerFailed,
+)
+from tui.safe import markup_escape, notify
 from tui.theming import DEFAULT_THEME, THEMES_DIR, load_themes, remember_theme, remembered_theme
 from tui.widgets.badge import badge_text
 
@@ -41,10 +56,51 @@ if TYPE_CHECKING:
     from store.mothx.sessions import SessionPage
 
 
-def quick_check_aside(sd: SessionDir) -> str:
+class Interrupts:
+    """The SQLite connections a quit must interrupt (``sqlite3.Connection.interrupt`` is safe from any thread):
+    the open store's, one still being opened, and the integrity check's own. Once :meth:`stop` was called,
+    every connection added later is interrupted at once, and again each time :meth:`interrupt` runs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conns: dict[int, sqlite3.Connection] = {}
+        self.stopping = False
+
+    def add(self, conn: sqlite3.Connection) -> None:
+        with self._lock:
+            self._conns[id(conn)] = conn
+            stopping = self.stopping
+        if stopping:
+            _interrupt(conn)
+
+    def discard(self, conn: sqlite3.Connection) -> None:
+        with self._lock:
+            self._conns.pop(id(conn), None)
+
+    def interrupt(self) -> None:
+        with self._lock:
+            conns = list(self._conns.values())
+        for conn in conns:
+            _interrupt(conn)
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopping = True
+        self.interrupt()
+
+
+def _interrupt(conn: sqlite3.Connection) -> None:
+    try:
+        conn.interrupt()
+    except sqlite3.Error:  # closed already (ProgrammingError is a sqlite3.Error)
+        pass
+
+
+def quick_check_aside(sd: SessionDir, interrupts: Interrupts | None = None) -> str:
     """``quick_check`` on a read connection of its own, so the list can still read while it runs (it takes
     about a second per 500 MB and ``sd.db`` serialises its users). Where a second connection would need a
-    private copy of the files (``sd.db`` already reads one), the check runs on ``sd.db`` itself."""
+    private copy of the files (``sd.db`` already reads one), the check runs on ``sd.db`` itself. The aside
+    connection is in ``interrupts`` while the check runs (a quit stops it)."""
     from store.mothx.db import open_database
 
     if sd.db.private_copy is not None:
@@ -54,9 +110,13 @@ def quick_check_aside(sd: SessionDir) -> str:
         aside = open_database(sd.db.path, mode)
     except Exception:  # noqa: BLE001 - fall back to the shared connection
         return sd.db.quick_check()
+    if interrupts is not None:
+        interrupts.add(aside.conn)
     try:
         return aside.quick_check()
     finally:
+        if interrupts is not None:
+            interrupts.discard(aside.conn)
         aside.close()
 
 
@@ -89,10 +149,14 @@ class Opened:
     error: str = ""
 
 
-def open_and_read(path: Path, mode: OpenMode, *, prefetch: bool = True) -> Opened:
+def open_and_read(
+    path: Path, mode: OpenMode, *, prefetch: bool = True, interrupts: Interrupts | None = None
+) -> Opened:
     """Open ``path`` in ``mode`` and (``prefetch``) read the first window of the default session list.
 
-    Never raises: a failure is returned as one sentence (a StoreError's own, or the type of a bug)."""
+    The store's connection is in ``interrupts`` from the moment it is open (the first read may build the list
+    cache, which a quit must be able to stop). Never raises: a failure is returned as one sentence (a
+    StoreError's own, or the type of a bug)."""
     from store.mothx.sessiondir import open_session_dir
 
     try:
@@ -101,6 +165,8 @@ def open_and_read(path: Path, mode: OpenMode, *, prefetch: bool = True) -> Opene
         return Opened(error=f"{path} cannot be read: {exc.strerror or exc}.")
     except Exception as exc:  # noqa: BLE001 - StoreError (or a bug) becomes one line on an error screen
         return Opened(error=describe_error(exc))
+    if interrupts is not None:
+        interrupts.add(sd.db.conn)
     first_page = None
     if prefetch:
         try:
@@ -129,18 +195,40 @@ FIRST_SCREEN_WAIT_S = 0.3
 class StoreOpening:
     """:func:`open_and_read` started on a thread when the app is created, to overlap Textual's start-up."""
 
-    def __init__(self, path: Path, mode: OpenMode) -> None:
+    def __init__(self, path: Path, mode: OpenMode, interrupts: Interrupts | None = None) -> None:
         self.path = path
         self.mode = mode
+        self.interrupts = interrupts
         self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._abandoned = False
+        self._keep: SessionDir | None = None
         self._result = Opened(error="The session directory was not opened.")
+        # A daemon: a quit never waits for it (its connection is interrupted, see SessionscopeApp.exit).
         threading.Thread(target=self._run, name="sessionscope-open", daemon=True).start()
 
     def _run(self) -> None:
+        result = Opened(error="The session directory was not opened.")
         try:
-            self._result = open_and_read(self.path, self.mode)
+            result = open_and_read(self.path, self.mode, interrupts=self.interrupts)
         finally:
-            self._done.set()
+            with self._lock:
+                self._result = result
+                self._done.set()
+                close_now = self._abandoned and result.sd is not None and result.sd is not self._keep
+            if close_now and result.sd is not None:
+                result.sd.close()
+
+    def abandon(self, keep: SessionDir | None = None) -> SessionDir | None:
+        """The app is quitting: the store this opening gave (unless it is ``keep``) is to be closed. Returns it
+        when the opening has finished (the caller closes it); otherwise the opening thread closes it itself."""
+        with self._lock:
+            self._abandoned = True
+            self._keep = keep
+            if not self._done.is_set():
+                return None
+            sd = self._result.sd
+        return sd if sd is not None and sd is not keep else None
 
     def matches(self, path: Path, mode: OpenMode) -> bool:
         return self.path == path and self.mode is mode
@@ -166,6 +254,88 @@ class ListVerified(Message):
         self.sd = sd
 
 
+QUIT_WAIT_S = 1.0
+"""How long a quit waits, in all, for work still running (thread workers, the store being closed) before the
+process ends anyway."""
+
+
+class DaemonExecutor(ThreadPoolExecutor):
+    """The event loop's default executor, so every thread worker runs here: one daemon thread per job.
+
+    asyncio's own pool has non-daemon threads that ``asyncio.run`` and the interpreter's exit both join without
+    a bound: one worker blocked in a long SQLite call kept the process alive after ``q``. Here :meth:`shutdown`
+    waits at most :data:`QUIT_WAIT_S` and a job still running then does not keep the process alive.
+    """
+
+    def __init__(self, wait_s: float = QUIT_WAIT_S) -> None:
+        super().__init__(max_workers=1, thread_name_prefix="sessionscope-worker")
+        self.wait_s = wait_s
+        self._jobs: set[threading.Thread] = set()
+        self._jobs_lock = threading.Lock()
+        self._closed = False
+        self._count = 0
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+
+        def run() -> None:
+            try:
+                if not future.set_running_or_notify_cancel():
+                    return
+                try:
+                    result = fn(*args, **kwargs)
+                except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+                    future.set_exception(exc)
+                else:
+                    future.set_result(result)
+            finally:
+                with self._jobs_lock:
+                    self._jobs.discard(threading.current_thread())
+
+        with self._jobs_lock:
+            if self._closed:
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            self._count += 1
+            thread = threading.Thread(target=run, name=f"sessionscope-worker-{self._count}", daemon=True)
+            self._jobs.add(thread)
+        thread.start()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        with self._jobs_lock:
+            self._closed = True
+            jobs = list(self._jobs)
+        if wait:
+            deadline = time.monotonic() + self.wait_s
+            for thread in jobs:
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+    @property
+    def running(self) -> int:
+        with self._jobs_lock:
+            return sum(1 for thread in self._jobs if thread.is_alive())
+
+
+class ReportingWorkers(WorkerManager):
+    """The app's worker manager: a worker that ends in ERROR (an exception it did not catch) posts
+    :class:`~tui.messages.WorkerFailed` to the node that started it. The message bubbles up to the app, which
+    notifies the reason; a screen or widget on the way may end its "…ing" state. One handler for every worker,
+    never a traceback screen (the workers use ``exit_on_error=False``)."""
+
+    def _remove_worker(self, worker: Worker[Any]) -> None:
+        super()._remove_worker(worker)
+        if worker.state is not WorkerState.ERROR or worker.error is None:
+            return
+        app = self._app
+        if getattr(app, "_quitting", False):
+            return  # an interrupted query at quit is not news
+        # Sent "by the app": Textual stops a bubbling message at its sender, which must not be a screen on the way.
+        message = WorkerFailed(worker, describe_error(worker.error)).set_sender(app)
+        node = worker.node
+        if node is app or not node.post_message(message):
+            app.post_message(message)
+
+
 if "tui.screens.runs" not in actions.ACTION_MODULES:
     actions.ACTION_MODULES.append("tui.screens.runs")  # its actions are checked against the user keymap too
 
@@ -176,7 +346,7 @@ def _commands_provider() -> type[Provider]:
     return SessionscopeCommands
 
 
-class SessionscopeApp(App[None]):
+class SessionscopeApp(App[object]):
     """Browse and repair a mothx session directory."""
 
     TITLE = "Sessionscope"
@@ -208,8 +378,11 @@ class SessionscopeApp(App[None]):
     ) -> None:
         # Start reading the store first, on a thread of its own, so it runs while Textual starts (its first
         # screen takes the result, see _take_opening).
-        opening = None if session_dir is None else StoreOpening(Path(session_dir), mode)
+        self.interrupts = Interrupts()
+        opening = None if session_dir is None else StoreOpening(Path(session_dir), mode, self.interrupts)
         super().__init__()
+        self._reporting_workers = ReportingWorkers(self)
+        self._quitting = False
         self.live: LiveUpdates | None = None
         self._live_asked = live  # None: live updates outside tests only (see tui.live.live_wanted)
         self.session_dir: Path | None = None if session_dir is None else Path(session_dir)
@@ -232,12 +405,24 @@ class SessionscopeApp(App[None]):
         elif DEFAULT_THEME in self.available_themes:
             self._set_initial_theme(DEFAULT_THEME)
         self._opening: StoreOpening | None = opening
+        self._first_opening: StoreOpening | None = opening  # kept to the end: a quit abandons it
         self._opening_queued = False
         if self.session_dir is not None:
             self.location = tildify(self.session_dir)
         self.badge = mode.badge
 
+    @property
+    def workers(self) -> WorkerManager:
+        """Every worker of the app, its screens and widgets (see :class:`ReportingWorkers`)."""
+        reporting = getattr(self, "_reporting_workers", None)
+        return reporting if reporting is not None else self._workers
+
     # --- start-up ---------------------------------------------------------------------------------------------
+
+    def on_load(self) -> None:
+        # Thread workers run on the loop's default executor: make it one whose threads never keep the process
+        # alive (see DaemonExecutor).
+        asyncio.get_running_loop().set_default_executor(DaemonExecutor())
 
     def _set_initial_theme(self, name: str) -> None:
         """Start in theme ``name`` as if Textual had started in it.
@@ -261,11 +446,11 @@ class SessionscopeApp(App[None]):
         self._apply_user_keymap()
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         for problem in self.startup_problems:
-            self.notify(problem, title="Settings", severity="warning")
+            notify(self, problem, title="Settings", severity="warning")
         if self.session_dir is not None and self._opening is not None and not self._opening_queued:
             self._open_store(self.session_dir, self.mode, prefetch=True)  # (a first screen of a subclass)
 
-    def get_default_screen(self) -> Screen[object]:
+    def get_default_screen(self) -> Screen[Any]:
         """The first screen is the real one (no blank default screen to compose and paint first)."""
         if self.session_dir is None:
             from store.paths import default_session_dir
@@ -323,7 +508,7 @@ class SessionscopeApp(App[None]):
             # Ids of screens not imported yet are only known once their modules are: check after the first paint.
             self.call_after_refresh(self._check_keymap, str(path), dict(loaded.keymap))
         for problem in loaded.problems:
-            self.notify(problem, title="Keymap", severity="warning")
+            notify(self, problem, title="Keymap", severity="warning")
 
     @work(thread=True, exclusive=True, group="keymap", exit_on_error=False, description="Check the keymap")
     def _check_keymap(self, source: str, keymap: dict[str, str]) -> None:
@@ -334,13 +519,24 @@ class SessionscopeApp(App[None]):
     @on(KeymapChecked)
     def _keymap_checked(self, message: KeymapChecked) -> None:
         for action_id in message.unknown:
-            self.notify(f"{tildify(message.source)}: unknown action id '{action_id}'.", title="Keymap", severity="warning")
+            notify(self, f"{tildify(message.source)}: unknown action id '{action_id}'.", title="Keymap",
+                   severity="warning")
 
     @work(thread=True, exclusive=True, group="store-open", exit_on_error=False, description="Open the session directory")
     def _open_store(self, path: Path, mode: OpenMode, *, prefetch: bool = False) -> None:
         opening = self._opening if self._opening is not None and self._opening.matches(path, mode) else None
         self._opening = None
-        opened = opening.wait() if opening is not None else open_and_read(path, mode, prefetch=prefetch)
+        if opening is not None:
+            while not opening.wait_for(0.1):  # bounded steps: a quit does not wait for a slow first open
+                if self._quitting:
+                    return
+            opened = opening.wait()
+        else:
+            opened = open_and_read(path, mode, prefetch=prefetch, interrupts=self.interrupts)
+        if self._quitting:
+            if opening is None and opened.sd is not None:
+                opened.sd.close()  # opened here after the app quit (an opening's store is closed by abandon)
+            return
         if opened.sd is None:
             self.post_message(StoreFailed(path, opened.error))
             return
@@ -374,7 +570,7 @@ class SessionscopeApp(App[None]):
         from tui.screens.welcome import OpenFailedScreen
 
         self.open_error = message.error
-        self.notify(message.error, title="Cannot open the session directory", severity="error", timeout=10)
+        notify(self, message.error, title="Cannot open the session directory", severity="error", timeout=10)
         screen = OpenFailedScreen(message.path, message.error)
         if isinstance(self.screen, OpenFailedScreen) and len(self.screen_stack) > 1:
             self.switch_screen(screen)
@@ -414,11 +610,8 @@ class SessionscopeApp(App[None]):
     def _verify_list(self, sd: SessionDir) -> None:
         from store.mothx.sessions import verify_list
 
-        try:
-            changed = verify_list(sd)
-        except Exception:  # noqa: BLE001 - the next read checks again (and reports) itself
-            return
-        if changed:
+        # A failure is notified by the app (ReportingWorkers); the next read checks again itself.
+        if verify_list(sd):
             self.post_message(ListVerified(sd))
 
     @on(ListVerified)
@@ -430,7 +623,7 @@ class SessionscopeApp(App[None]):
     @work(thread=True, exclusive=True, group="integrity", exit_on_error=False, description="Integrity check")
     def _quick_check(self, sd: SessionDir) -> None:
         try:
-            result = quick_check_aside(sd)
+            result = quick_check_aside(sd, self.interrupts)
         except Exception as exc:  # noqa: BLE001 - a failed check is a result to show
             self.post_message(IntegrityChecked(False, describe_error(exc)))
             return
@@ -442,7 +635,7 @@ class SessionscopeApp(App[None]):
             self.integrity = "integrity ok"
             return
         self.integrity = integrity_line(message.text)
-        self.notify(message.text[:2000], title="Integrity check failed", severity="error", timeout=10)
+        notify(self, message.text[:2000], title="Integrity check failed", severity="error", timeout=10)
 
     # --- the demo ---------------------------------------------------------------------------------------------
 
@@ -492,11 +685,11 @@ class SessionscopeApp(App[None]):
         try:
             from tui.screens.transcript import TranscriptScreen
         except ImportError as exc:
-            self.notify(f"The transcript screen is not available: {exc}.", title="Cannot open", severity="error")
+            notify(self, f"The transcript screen is not available: {exc}.", title="Cannot open", severity="error")
             return
         self.push_screen(TranscriptScreen(self.sd, session_id))
 
-    def show_section_screen(self, screen_type: type[Screen[object]]) -> None:
+    def show_section_screen(self, screen_type: type[Screen[Any]]) -> None:
         """Make a screen of ``screen_type`` current: pop back to it, or push a new one over the first screen."""
         stack = self.screen_stack
         for index in range(len(stack) - 1, -1, -1):
@@ -541,10 +734,9 @@ class SessionscopeApp(App[None]):
 
     def action_jump(self) -> None:
         from textual.command import SimpleCommand
-        from textual.markup import escape
 
         commands = [
-            SimpleCommand(escape(section.title), lambda s=section: s.open(self), escape(section.description))
+            SimpleCommand(markup_escape(section.title), lambda s=section: s.open(self), markup_escape(section.description))
             for section in actions.sections()
         ]
         self.search_commands(commands, placeholder="Jump to a section…")
@@ -556,9 +748,9 @@ class SessionscopeApp(App[None]):
         else:
             name = names[0]
         self.theme = name
-        self.notify(f"Theme: {name}", timeout=2)
+        notify(self, f"Theme: {name}", timeout=2)
 
-    def action_back(self) -> None:
+    async def action_back(self) -> None:
         if not self._on_base_screen():
             self.pop_screen()
 
@@ -595,7 +787,7 @@ class SessionscopeApp(App[None]):
                 return
             self.screen.dismiss(None)
         if message.error:
-            self.notify(message.error, title="Cannot open", severity="error")
+            notify(self, message.error, title="Cannot open", severity="error")
             return
         self.open_transcript(message.session_id)
 
@@ -610,16 +802,115 @@ class SessionscopeApp(App[None]):
         try:
             remember_theme(theme.name)
         except OSError as exc:
-            self.notify(f"The theme could not be remembered: {exc.strerror or exc}.", severity="warning")
+            notify(self, f"The theme could not be remembered: {exc.strerror or exc}.", severity="warning")
+
+    # --- failed workers -----------------------------------------------------------------------------------------
+
+    @on(WorkerFailed)
+    def _worker_failed(self, message: WorkerFailed) -> None:
+        """Every worker that ended in an exception it did not catch: one notification with the reason."""
+        worker = message.worker
+        what = worker.description if worker.description and not worker.description.startswith("<") else ""
+        title = f"{what} failed" if what else "A background task failed"
+        group = message.group
+        # what the app's own workers left "…ing" ends here; opening failures have their own screen and notice
+        if group == "store-open" and self.sd is None:
+            self.post_message(StoreFailed(self.session_dir, message.reason))  # not "Opening…" for ever
+            return
+        if group == "demo":
+            self.post_message(StoreFailed(None, f"The demo directory could not be built: {message.reason}"))
+            return
+        notify(self, message.reason, title=title, severity="error", timeout=10)
+        if group == "integrity":
+            self.integrity = integrity_line(message.reason)
+        elif group == "resolve-session":
+            from tui.palette import OpenSessionDialog
+
+            if isinstance(self.screen, OpenSessionDialog):
+                self.screen.show_error(message.reason)
+
+    # --- quitting ---------------------------------------------------------------------------------------------
+
+    def exit(self, result: object | None = None, return_code: int = 0, message: Any = None) -> None:
+        """Quit, and stop every SQLite call in flight first: nothing a worker does keeps the app waiting."""
+        self._begin_quit()
+        super().exit(result, return_code, message)
+
+    def _begin_quit(self) -> None:
+        self._quitting = True
+        self.interrupts.stop()
 
     def on_unmount(self) -> None:
+        self._begin_quit()
         if self.live is not None:
             self.live.stop()
             self.live = None
-        if self.sd is not None:
-            self.sd.close()
-        opening, self._opening = self._opening, None
-        if opening is not None and opening.done:  # opened but never taken (the app quit first)
-            leftover = opening.wait().sd
-            if leftover is not None and leftover is not self.sd:
-                leftover.close()
+        stores: list[SessionDir] = [] if self.sd is None else [self.sd]
+        self._opening = None
+        opening, self._first_opening = self._first_opening, None
+        if opening is not None:  # opened but never taken (the app quit first), or still opening
+            leftover = opening.abandon(keep=self.sd)
+            if leftover is not None:
+                stores.append(leftover)
+        if stores:
+            close_bounded(stores, self.interrupts)
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`App.run`, then a bounded wait for the threads the interpreter's exit would join (see
+        :func:`join_stragglers`: the store's parallel scans run on a pool of their own); when some still run
+        after :data:`QUIT_WAIT_S`, the process ends now, the terminal already restored, instead of waiting."""
+        result = super().run(*args, **kwargs)
+        if not join_stragglers(QUIT_WAIT_S):
+            code = self.return_code
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            os._exit(code if isinstance(code, int) else 0)
+        return result
+
+
+def close_bounded(stores: list[SessionDir], interrupts: Interrupts, wait_s: float = QUIT_WAIT_S) -> bool:
+    """Close ``stores`` on a daemon thread, interrupting their SQLite calls until they are closed (a worker may
+    hold a store's lock in a long query), waiting at most ``wait_s``. True when every store was closed."""
+    done = threading.Event()
+
+    def close_all() -> None:
+        try:
+            for sd in stores:
+                try:
+                    sd.close()
+                except Exception:  # noqa: BLE001 - the process is ending: the next open recovers the WAL
+                    pass
+        finally:
+            done.set()
+
+    threading.Thread(target=close_all, name="sessionscope-close", daemon=True).start()
+    deadline = time.monotonic() + wait_s
+    while not done.wait(0.02):
+        interrupts.interrupt()
+        if time.monotonic() > deadline:
+            return False
+    return True
+
+
+def _exit_joined_threads() -> list[threading.Thread]:
+    """The threads the interpreter joins, without a bound, when it exits: those that are not daemons, and every
+    thread of a ``concurrent.futures`` pool (its exit hook joins them, daemon or not; the store's parallel scans
+    run on such a pool, on a daemon thread's behalf)."""
+    from concurrent.futures import thread as futures_thread
+
+    me = threading.current_thread()
+    found = {t for t in threading.enumerate() if not t.daemon}
+    found.update(getattr(futures_thread, "_threads_queues", {}).keys())
+    return [t for t in found if t is not me and t is not threading.main_thread() and t.is_alive()]
+
+
+def join_stragglers(wait_s: float) -> bool:
+    """Join the threads the interpreter's exit would wait for (:func:`_exit_joined_threads`), within ``wait_s``
+    in all; True when none is left."""
+    deadline = time.monotonic() + wait_s
+    for thread in _exit_joined_threads():
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return not _exit_joined_threads()

@@ -1,16 +1,19 @@
-"""Small text helpers shared by screens: paths with ``~``, absolute UTC times, ellipsis."""
+"""Small text helpers shared by screens: paths with ``~``, absolute UTC times, one-line safe text, errors.
+
+Times go through :mod:`store.times` and text from data through :mod:`store.safetext` (the one boundary):
+:func:`one_line` is the boundary's, re-exported here for the screens that import it from this module.
+"""
 
 from __future__ import annotations
 
 import functools
 import os
-import re
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-_RFC3339 = re.compile(
-    r"^\s*(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?\s*(Z|z|[+-]\d{2}:?\d{2})?\s*$"
-)
+from store import times
+from store.safetext import one_line
+
+__all__ = ["describe_error", "one_line", "plural", "shown_path", "tildify", "utc_minutes"]
 
 
 @functools.lru_cache(maxsize=4)
@@ -19,7 +22,7 @@ def _home(home_env: str | None) -> str:
 
 
 def tildify(path: str | os.PathLike[str], home: str | None = None) -> str:
-    """``path`` with the user's home folder shown as ``~``."""
+    """``path`` with the user's home folder shown as ``~`` (the raw text: draw it through :func:`shown_path`)."""
     text = os.fspath(path)
     if not text:
         return ""
@@ -29,43 +32,37 @@ def tildify(path: str | os.PathLike[str], home: str | None = None) -> str:
     return text
 
 
-def utc_minutes(stamp: str) -> str:
-    """An RFC 3339 text time as ``YYYY-MM-DD HH:MM`` in UTC; ``""`` when empty; the text itself when unparseable.
+def shown_path(path: str | os.PathLike[str] | None) -> str:
+    """``path`` as drawn: home as ``~``, on one line, every control or bidi character shown as an escape."""
+    if path is None:
+        return ""
+    return one_line(tildify(path))
+
+
+def utc_minutes(stamp: str | None) -> str:
+    """An RFC 3339 text time as ``YYYY-MM-DD HH:MM`` in UTC; ``""`` when empty; the text itself (made safe,
+    cut to 16 characters) when it does not parse.
 
     Never relative ("3 minutes ago"): the same database always shows the same text.
     """
     if not stamp:
         return ""
-    m = _RFC3339.match(stamp)
-    if not m:
-        return stamp[:16]
-    year, month, day, hour, minute = (int(m.group(i)) for i in range(1, 6))
-    zone = m.group(7)
-    try:
-        when = datetime(year, month, day, hour, minute, tzinfo=timezone.utc)
-    except ValueError:
-        return stamp[:16]
-    if zone and zone not in ("Z", "z"):
-        sign = 1 if zone[0] == "+" else -1
-        digits = zone[1:].replace(":", "")
-        offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:4]))
-        when = when - sign * offset
-    return when.strftime("%Y-%m-%d %H:%M")
-
-
-def one_line(text: str) -> str:
-    """Whitespace (newlines, tabs) collapsed to single spaces."""
-    return " ".join(text.split())
+    if times.parse_rfc3339(stamp) is None:
+        return one_line(stamp[:16])
+    return times.show(stamp, times.MINUTES)
 
 
 def describe_error(exc: BaseException) -> str:
-    """One line for an exception a worker caught: the store's own sentence, or the type and message of a bug."""
+    """One safe line for an exception a worker caught: the store's own sentence, or the type and message of a
+    bug. Control and bidi characters from the data it names are shown as escapes (markup is not escaped: draw
+    it as ``Text`` or notify with ``markup=False``)."""
     from store.errors import StoreError
 
     if isinstance(exc, StoreError):
         return one_line(str(exc))
     text = one_line(str(exc))
-    return f"Unexpected {type(exc).__name__}: {text}" if text else f"Unexpected {type(exc).__name__}."
+    name = one_line(type(exc).__name__)
+    return f"Unexpected {name}: {text}" if text else f"Unexpected {name}."
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:

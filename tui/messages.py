@@ -13,8 +13,25 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 if TYPE_CHECKING:
+    from textual.worker import Worker
+
     from store.mothx.sessiondir import SessionDir
     from store.mothx.sessions import SessionPage, SessionSummary
+
+
+class WorkerFailed(Message):
+    """A worker ended with an exception it did not catch (``reason``: one safe sentence, from
+    ``describe_error``). Posted to the node that started the worker; it bubbles up to the app, which notifies
+    it. A node on the way may end its "…ing" state for it (and should let it bubble on)."""
+
+    def __init__(self, worker: Worker[object], reason: str) -> None:
+        super().__init__()
+        self.worker = worker
+        self.reason = reason
+
+    @property
+    def group(self) -> str:
+        return self.worker.group
 
 
 class StoreOpened(Message):

@@ -6,6 +6,7 @@ Imported only when the palette opens, so the start path does not pay for it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
@@ -17,7 +18,9 @@ from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from store.safetext import safe
 from tui import actions
+from tui.safe import data_line, markup_escape
 
 if TYPE_CHECKING:
     from textual.dom import DOMNode
@@ -58,27 +61,32 @@ class SessionscopeCommands(Provider):
             key = self.app.get_key_display(spec.binding().with_key(spec.key.split(",")[0], key_display=spec.key_display))
             yield (
                 f"{spec.description}  [{key}]",
-                lambda n=node, a=spec.action: self.app.call_later(n.run_action, a),
+                partial(self.app.call_later, self.app.run_action, spec.action, node),
                 spec.tooltip,
             )
         yield ("Open session…", lambda: self.app.call_later(self.app.run_action, "open_session_prompt"), "Open a session by id or id prefix.")
         names = getattr(self.app, "ordered_theme_names", None)
         for name in names() if names else sorted(self.app.available_themes):
-            yield (f"Theme: {name}", lambda n=name: setattr(self.app, "theme", n), "Switch to this theme; the choice is remembered.")
+            yield (f"Theme: {name}", partial(setattr, self.app, "theme", name),
+                   "Switch to this theme; the choice is remembered.")
 
-    # The palette reads a str prompt or help text as markup: names hold "[/]" and paths may hold brackets,
-    # so prompts are passed as Text / Content and help text is escaped.
+    # The palette reads a str prompt or help text as markup: names hold "[/]" and theme names or paths may hold
+    # brackets or control characters, so prompts are passed as Text / Content of safe text and help text is
+    # made safe and escaped. ``[@click=app.quit]`` in a name is only characters.
 
     async def discover(self) -> Hits:
         for name, callback, help_text in self._commands():
-            yield DiscoveryHit(Text(name), callback, text=name, help=escape(help_text))
+            shown = safe(name)
+            yield DiscoveryHit(Text(shown), callback, text=shown, help=markup_escape(help_text))
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
         for name, callback, help_text in self._commands():
-            score = matcher.match(name)
+            shown = safe(name)
+            score = matcher.match(shown)
             if score > 0:
-                yield Hit(score, matcher.highlight(escape(name)), callback, text=name, help=escape(help_text))
+                yield Hit(score, matcher.highlight(escape(shown)), callback, text=shown,
+                          help=markup_escape(help_text))
 
 
 class OpenSessionDialog(ModalScreen[None]):
@@ -125,4 +133,4 @@ class OpenSessionDialog(ModalScreen[None]):
             resolve(event.value)
 
     def show_error(self, error: str) -> None:
-        self.query_one("#open-error", Static).update(error)
+        self.query_one("#open-error", Static).update(data_line(error))

@@ -17,10 +17,10 @@ from tui.app import SessionscopeApp
 from tui.screens.help import HelpScreen
 from tui.screens.sessions import SessionsScreen
 from tui.screens.welcome import OpenFailedScreen, WelcomeScreen
-from tui.widgets.header import AppHeader
-from tui.widgets.statusbar import StatusBar
 from tui.widgets.confirm import ConfirmDialog, ConfirmRequest
+from tui.widgets.header import AppHeader
 from tui.widgets.session_list import SessionList
+from tui.widgets.statusbar import StatusBar
 
 pytestmark = pytest.mark.anyio  # async tests run on asyncio through the anyio plugin (anyio comes with watchfiles)
 

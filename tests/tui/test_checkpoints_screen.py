@@ -16,8 +16,8 @@ from textual.widgets import OptionList, Static
 
 from store.agents import agentstate as ast
 from store.agents.capture import capture_claude_code, capture_codex
-from store.mothx.db import OpenMode
 from store.errors import ReadOnlyStore
+from store.mothx.db import OpenMode
 from store.mothx.sessiondir import open_session_dir
 from tests.tui.appwait import settle
 from tui.app import SessionscopeApp

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from store.mothx.db import OpenMode
 from store.demo.model import DEMO_NOW_UNIX, LIVE_LEASE_EXPIRES_AT
+from store.mothx.db import OpenMode
 from tests.tui.appwait import settle
 from tests.tui.runswait import db_rows, settle_runs, wait_for
 from tui.app import SessionscopeApp
@@ -184,8 +184,9 @@ async def test_countdown_ticks_on_the_clock_without_reading(demo_master: Path, m
 
 
 def test_cell_texts() -> None:
-    assert [duration_text(s) for s in (0, 9, 61, 3 * 3600 + 5, 2 * 86400, 800 * 86400)] == [
-        "0 s", "9 s", "1 min", "3 h", "2 d", "2 y"]
+    # store.times.duration: seconds up to two minutes, minutes up to two hours, hours up to two days
+    assert [duration_text(s) for s in (0, 9, 61, 130, 3 * 3600 + 5, 2 * 86400, 800 * 86400)] == [
+        "0 s", "9 s", "61 s", "2 min", "3 h", "2 d", "2 y"]
     cols = run_columns(118)
     assert [c.key for c in cols] == ["session", "run", "status", "state", "holder", "epoch", "expiry", "recovery"]
     assert sum(c.width for c in cols) + len(cols) + 2 <= 118

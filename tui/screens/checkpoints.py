@@ -30,13 +30,17 @@ from textual.widgets.option_list import Option
 
 from tui import actions
 from tui.actions import ActionSpec
-from tui.formatting import describe_error, one_line, plural, tildify, utc_minutes
+from tui.formatting import describe_error, one_line, plural, shown_path, tildify, utc_minutes
+from tui.messages import WorkerFailed
+from tui.safe import data_line, notify
 from tui.widgets.checkpoint_list import NOT_VERIFIED, CheckpointList, Proof, row_key
 from tui.widgets.header import AppHeader
 from tui.widgets.keybar import KeyBar
 from tui.widgets.statusbar import StatusBar
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
     from store.agents.agentstate import CheckpointInfo, PublicationHead, ResetPreview
     from store.agents.capture import VerifyResult
     from store.mothx.sessiondir import SessionDir
@@ -133,13 +137,16 @@ def short_digest(digest: str) -> str:
 
 
 def details_renderable(info: CheckpointInfo | None, proof: Proof | None, result: VerifyResult | None) -> Group | Text:
-    """The selected session: its files (records, digest, what the last verification found) and its facts."""
+    """The selected session: its files (records, digest, what the last verification found) and its facts.
+
+    Every cell is a ``Text`` of safe text: a Rich table reads a str cell as markup, and a work dir such as
+    ``/home/u/[archive]/repo`` must be drawn as it is."""
     if info is None:
         return Text("Select a checkpoint to see its files.", style="dim")
     state = info.state
     title = Text()
-    title.append(f"{AGENT_TITLES.get(info.agent_id, info.agent_id)} ", style="bold")
-    title.append(info.agent_session_id, style="bold")
+    title.append(f"{AGENT_TITLES.get(info.agent_id, one_line(info.agent_id))} ", style="bold")
+    title.append(one_line(info.agent_session_id), style="bold")
     parts: list[Text | Table] = [title]
     on_disk = {f.path: f for f in result.files} if result is not None else {}
     if state is not None:
@@ -157,11 +164,11 @@ def details_renderable(info: CheckpointInfo | None, proof: Proof | None, result:
                 disk = Text(f"✓ {check.disk_records:,} records" + (f" (+{extra:,} new)" if extra > 0 else ""),
                             style="green")
             else:
-                disk = Text(f"✗ {one_line(check.detail) or check.status}", style="bold red")
-            name = Text(shape.path)
+                disk = Text(f"✗ {one_line(check.detail) or one_line(check.status)}", style="bold red")
+            name = data_line(shape.path)
             if shape.path == state.transcript_path:
                 name.append("  (transcript)", style="dim")
-            table.add_row(name, f"{shape.records:,}", short_digest(shape.digest), disk)
+            table.add_row(name, Text(f"{shape.records:,}"), data_line(short_digest(shape.digest)), disk)
         if len(state.files) > FILES_SHOWN:
             table.add_row(Text(f"… {len(state.files) - FILES_SHOWN:,} more files", style="dim"), "", "", "")
         parts.append(table)
@@ -171,8 +178,8 @@ def details_renderable(info: CheckpointInfo | None, proof: Proof | None, result:
     if info.head is None:
         facts.add_row("head", Text("none: nothing is published for this session", style="red"))
     else:
-        head = Text(info.head.kind, style="bold" if info.head.kind == "checkpoint" else "bold yellow")
-        head.append(f" · run {info.head.run_id}", style="dim")
+        head = Text(one_line(info.head.kind), style="bold" if info.head.kind == "checkpoint" else "bold yellow")
+        head.append(f" · run {one_line(info.head.run_id)}", style="dim")
         head.append(f" · {plural(info.versions, 'staged version')}", style="dim")
         if info.head.kind == "reset":
             head.append("  nothing is loadable until the next capture", style="yellow")
@@ -180,15 +187,15 @@ def details_renderable(info: CheckpointInfo | None, proof: Proof | None, result:
     if info.head_problem:
         facts.add_row("problem", Text(one_line(info.head_problem), style="bold red"))
     if state is not None:
-        facts.add_row("work dir", tildify(state.cwd))
-        facts.add_row("records", f"{state.record_count:,} in {plural(state.file_count, 'file')}")
-    facts.add_row("source", tildify(info.source_root) or "–")
-    facts.add_row("captured", utc_minutes(info.updated_at) + " UTC" if info.updated_at else "–")
+        facts.add_row("work dir", Text(shown_path(state.cwd)))
+        facts.add_row("records", Text(f"{state.record_count:,} in {plural(state.file_count, 'file')}"))
+    facts.add_row("source", Text(shown_path(info.source_root) or "–"))
+    facts.add_row("captured", Text(utc_minutes(info.updated_at) + " UTC" if info.updated_at else "–"))
     if proof is None:
         facts.add_row("proof", Text(f"{NOT_VERIFIED}: press v to compare with the files on disk", style="dim"))
     else:
         style = "green" if proof.status == "verified" else ("dim" if proof.status == "verifying" else "bold red")
-        text = Text(proof.label, style=style)
+        text = Text(one_line(proof.label), style=style)
         if proof.detail:
             text.append(f"  {one_line(proof.detail)}", style="default")
         facts.add_row("proof", text)
@@ -290,9 +297,26 @@ class CheckpointsScreen(Screen[None]):
             return
         self.error = message.error
         self.checkpoint_list.show_message(f"✗ {message.error}")
-        self.query_one("#details-body", Static).update(Text(f"✗ {message.error}", style="bold red"))
+        self.query_one("#details-body", Static).update(data_line(f"✗ {message.error}", style="bold red"))
         self.query_one(StatusBar).count = "checkpoints unavailable"
-        self.notify(message.error, title="Cannot read checkpoints", severity="error")
+        notify(self, message.error, title="Cannot read checkpoints", severity="error")
+
+    @on(WorkerFailed)
+    def _worker_failed(self, message: WorkerFailed) -> None:
+        """A worker failed outside its own error path (the app notifies it): what it left "…ing" ends here."""
+        group = message.group
+        if group == "checkpoints-list":
+            self.error = message.reason
+            self.checkpoint_list.show_message(f"✗ {message.reason}")
+            self.query_one(StatusBar).count = "checkpoints unavailable"
+        elif group in ("checkpoints-verify", "checkpoints-verify-all"):
+            for key, proof in list(self.checkpoint_list.proofs.items()):
+                if proof.status == "verifying":
+                    self.checkpoint_list.set_proof(key, Proof("failed", message.reason))
+            self._show_details()
+            self._show_status()
+        elif group == "checkpoints-reset":
+            self.busy.discard("reset")
 
     def _agent_counts(self) -> list[tuple[str, int]]:
         counts: dict[str, int] = {}
@@ -306,7 +330,7 @@ class CheckpointsScreen(Screen[None]):
         if self.agent not in {a for a, _ in agents}:
             self.agent = ALL_AGENTS
         wanted = [Option(self._agent_label("All agents", len(self.infos)), id="agent:")]
-        wanted += [Option(self._agent_label(AGENT_TITLES.get(a, a), n), id=f"agent:{a}") for a, n in agents]
+        wanted += [Option(self._agent_label(AGENT_TITLES.get(a, one_line(a)), n), id=f"agent:{a}") for a, n in agents]
         with options.prevent(OptionList.OptionHighlighted):
             options.clear_options()
             options.add_options(wanted)
@@ -385,7 +409,7 @@ class CheckpointsScreen(Screen[None]):
     def action_verify(self) -> None:
         info = self.checkpoint_list.selected
         if info is None or self.sd is None:
-            self.notify("There is no checkpoint to verify.", severity="warning", timeout=3)
+            notify(self, "There is no checkpoint to verify.", severity="warning", timeout=3)
             return
         key = row_key(info)
         self.checkpoint_list.set_proof(key, Proof("verifying"))
@@ -396,7 +420,7 @@ class CheckpointsScreen(Screen[None]):
     def action_verify_all(self) -> None:
         rows = self.visible_infos()
         if not rows or self.sd is None:
-            self.notify("There is no checkpoint to verify.", severity="warning", timeout=3)
+            notify(self, "There is no checkpoint to verify.", severity="warning", timeout=3)
             return
         keys = [row_key(i) for i in rows]
         for key in keys:
@@ -438,20 +462,20 @@ class CheckpointsScreen(Screen[None]):
     @on(ProofChecked)
     def _proof_checked(self, message: ProofChecked) -> None:
         key = message.key
-        who = f"{key[0]} {key[1][:13]}"
+        who = one_line(f"{key[0]} {key[1][:13]}")
         if message.result is None:
             self.results.pop(key, None)
             self.checkpoint_list.set_proof(key, Proof("failed", message.error))
             if not message.quiet:
-                self.notify(message.error, title=f"Cannot verify {who}", severity="error")
+                notify(self, message.error, title=f"Cannot verify {who}", severity="error")
         else:
             result = message.result
             self.results[key] = result
             proof = proof_from(result)
             self.checkpoint_list.set_proof(key, proof)
             if not message.quiet:
-                severity = "information" if result.status == "verified" else "warning"
-                self.notify(f"{who}: {proof.label}. {proof.detail}", title="Verify", severity=severity)
+                severity: SeverityLevel = "information" if result.status == "verified" else "warning"
+                notify(self, f"{who}: {proof.label}. {proof.detail}", title="Verify", severity=severity)
         selected = self.checkpoint_list.selected
         if selected is not None and row_key(selected) == key:
             self._show_details()
@@ -465,7 +489,7 @@ class CheckpointsScreen(Screen[None]):
                  ("failed", "could not be verified")]
         parts = [f"{counts[k]:,} {w}" for k, w in words if counts.get(k)]
         bad = total - counts.get("verified", 0)
-        self.notify(f"Verified {plural(total, 'checkpoint')}: {', '.join(parts)}.", title="Verify all",
+        notify(self, f"Verified {plural(total, 'checkpoint')}: {', '.join(parts)}.", title="Verify all",
                     severity="warning" if bad else "information")
 
     # --- reset ------------------------------------------------------------------------------------------------
@@ -478,7 +502,7 @@ class CheckpointsScreen(Screen[None]):
     def action_reset(self) -> None:
         info = self.checkpoint_list.selected
         if info is None or self.sd is None:
-            self.notify("There is no checkpoint to reset.", severity="warning", timeout=3)
+            notify(self, "There is no checkpoint to reset.", severity="warning", timeout=3)
             return
         if "reset" in self.busy:
             return
@@ -501,17 +525,17 @@ class CheckpointsScreen(Screen[None]):
         preview = message.preview
         if preview is None:
             self.busy.discard("reset")
-            self.notify(message.error, title="Cannot preview the reset", severity="error")
+            notify(self, message.error, title="Cannot preview the reset", severity="error")
             return
         if not preview.allowed:
             self.busy.discard("reset")
-            self.notify(one_line(preview.summary), title="Reset not possible", severity="warning")
+            notify(self, one_line(preview.summary), title="Reset not possible", severity="warning")
             return
         from tui.widgets.confirm import ConfirmDialog, ConfirmRequest
 
-        head = f"{preview.head.kind} (run {preview.head.run_id})" if preview.head else "none"
+        head = f"{one_line(preview.head.kind)} (run {one_line(preview.head.run_id)})" if preview.head else "none"
         text = (
-            f"Agent session: {preview.agent_id} {preview.agent_session_id}\n"
+            f"Agent session: {one_line(preview.agent_id)} {one_line(preview.agent_session_id)}\n"
             f"Head now: {head}\n"
             f"Head after: reset\n\n"
             f"{one_line(preview.summary)}\n\n"
@@ -546,11 +570,11 @@ class CheckpointsScreen(Screen[None]):
     def _reset_published(self, message: ResetPublished) -> None:
         self.busy.discard("reset")
         if message.head is None:
-            self.notify(message.error, title="Reset refused", severity="error")
+            notify(self, message.error, title="Reset refused", severity="error")
             return
         self.results.pop(message.key, None)
         self.checkpoint_list.set_proof(message.key, None)
-        self.notify(f"{message.key[0]} {message.key[1][:13]}: the head is now a reset; the next capture stores "
+        notify(self, f"{message.key[0]} {message.key[1][:13]}: the head is now a reset; the next capture stores "
                     "its files afresh.", title="Reset published")
         self._load()
 
@@ -562,7 +586,7 @@ class CheckpointsScreen(Screen[None]):
     def action_export_repaired(self) -> None:
         info = self.checkpoint_list.selected
         if info is None or info.state is None:
-            self.notify("The selected checkpoint has no captured transcript to copy.", severity="warning", timeout=3)
+            notify(self, "The selected checkpoint has no captured transcript to copy.", severity="warning", timeout=3)
             return
         source = Path(info.source_root) / info.state.transcript_path
         self._write_repaired_copy(source, repaired_copy_path(source, Path.home()))
@@ -586,7 +610,7 @@ class CheckpointsScreen(Screen[None]):
 
     @on(RepairedCopyWritten)
     def _repaired_copy_written(self, message: RepairedCopyWritten) -> None:
-        self.notify(message.text, title="Repaired copy", severity="error" if message.error else "information")
+        notify(self, message.text, title="Repaired copy", severity="error" if message.error else "information")
 
     @on(CheckpointList.Opened)
     def _open(self, message: CheckpointList.Opened) -> None:
@@ -596,7 +620,7 @@ class CheckpointsScreen(Screen[None]):
         if info.head is None or info.head.kind != "checkpoint" or info.state is None:
             why = "its head is a reset" if info.head is not None and info.head.kind == "reset" else (
                 one_line(info.head_problem) or "nothing is published")
-            self.notify(f"There is no checkpoint to read: {why}.", title="Cannot open", severity="warning")
+            notify(self, f"There is no checkpoint to read: {why}.", title="Cannot open", severity="warning")
             return
         from tui.screens.native_transcript import NativeRef, NativeTranscriptScreen
 

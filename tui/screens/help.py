@@ -18,7 +18,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from tui import actions
-from tui.formatting import tildify
+from tui.formatting import shown_path
+from tui.safe import data_line, markup_escape
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -88,7 +89,7 @@ def render_help(groups: list[HelpGroup]) -> Group:
     """One heading and one table per group: keys, description, tooltip, action id (the name to remap)."""
     parts: list[Text | Table] = []
     for index, group in enumerate(groups):
-        heading = Text(group.title, style="bold underline")
+        heading = data_line(group.title, style="bold underline")
         if index:
             heading = Text("\n") + heading
         parts.append(heading)
@@ -100,11 +101,11 @@ def render_help(groups: list[HelpGroup]) -> Group:
         for row in group.rows:
             style = "" if row.enabled else "dim strike"
             note = row.tooltip if row.enabled else f"{row.tooltip} (disabled: read-only)"
-            table.add_row(
-                Text(" ".join(row.keys), style="bold " + style if style else "bold"),
-                Text(row.description, style=style),
-                Text(note, style="dim" if not row.enabled else ""),
-                Text(row.action_id),
+            table.add_row(  # Text cells: a Rich table reads a str cell as markup
+                data_line(" ".join(row.keys), style="bold " + style if style else "bold"),
+                data_line(row.description, style=style),
+                data_line(note, style="dim" if not row.enabled else ""),
+                data_line(row.action_id),
             )
         parts.append(table)
     return Group(*parts)
@@ -148,12 +149,12 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help-box") as box:
-            box.border_title = "Keys"
+            box.border_title = markup_escape("Keys")
             with VerticalScroll(id="help-body"):
                 yield Static(render_help(self.groups), id="help-table")
-            where = tildify(self.keymap_file) if self.keymap_file else "keymap.toml"
+            where = shown_path(self.keymap_file) if self.keymap_file else "keymap.toml"
             yield Static(
-                f"Remap a key in {where}, e.g.  [keymap] sessions.filter = \"F\"",
+                data_line(f"Remap a key in {where}, e.g.  [keymap] sessions.filter = \"F\""),
                 id="help-foot",
                 markup=False,
             )

@@ -32,8 +32,10 @@ from textual.timer import Timer
 
 from tui import actions
 from tui.actions import ActionSpec
-from tui.formatting import describe_error
+from tui.formatting import describe_error, one_line
 from tui.live import LiveChanged
+from tui.messages import WorkerFailed
+from tui.safe import data_line, markup_escape, notify
 from tui.widgets.header import AppHeader
 from tui.widgets.keybar import KeyBar
 from tui.widgets.run_list import RunList, RunRow, RunScope, RunsPage, is_orphan
@@ -160,13 +162,14 @@ class ToolPickDialog(ModalScreen[list[str] | None]):
 
         tools = self.tools
         with Vertical(id="pick-box") as box:
-            box.border_title = f"Interrupted tool calls of session {tools.session_id}"
+            # a border title and a str prompt are read as markup: the data is escaped, the prompts are Text
+            box.border_title = markup_escape(f"Interrupted tool calls of session {tools.session_id}")
             options = []
             for rec in tools.records:
                 side = "side-effecting" if rec.side_effecting else "read-only"
-                label = (f"{rec.tool_name or '?'}  call {rec.provider_call_id}  ·  turn {rec.local_turn_id}  ·  "
-                         f"{rec.execution_state}  ·  {side}")
-                options.append(Selection(label, rec.provider_call_id, True))
+                label = (f"{one_line(rec.tool_name) or '?'}  call {one_line(rec.provider_call_id)}  ·  "
+                         f"turn {one_line(rec.local_turn_id)}  ·  {one_line(rec.execution_state)}  ·  {side}")
+                options.append(Selection(data_line(label), rec.provider_call_id, True))
             yield SelectionList[str](*options, id="pick-list")
             dangling = len(tools.dangling_calls)
             hint = "space toggles · p preview · esc cancel. Nothing is run again and no tool output is written."
@@ -260,6 +263,14 @@ class RunsScreen(Screen[None]):
         clock: Callable[[], float] | None = getattr(self.app, "clock", None)
         return float(clock()) if clock is not None else time.time()
 
+    @on(WorkerFailed)
+    def _worker_failed(self, message: WorkerFailed) -> None:
+        """A repair worker failed outside its own error path: the next repair may start (the app notifies)."""
+        if message.group == "runs-repair":
+            self._busy = False
+            self.last_result = None
+            self.last_error = message.reason
+
     def _show_scope(self) -> None:
         parts = ["all sessions" if self.scope.session_id is None else f"session {self.scope.session_id}"]
         if self.scope.orphaned_only:
@@ -299,8 +310,10 @@ class RunsScreen(Screen[None]):
         selected = self.run_list.selected
         if selected is None:
             self.query_one(RunFacts).show(None)
-            if self.sd is not None and self.query_one(RunTimeline).run_id is not None:
-                self.query_one(RunTimeline).show(self.sd, None)
+            timeline = self.query_one(RunTimeline)
+            # no run to show (none, or the runs could not be read): the timeline stops saying "Reading events…"
+            if self.sd is not None and (timeline.run_id is not None or not timeline.loaded):
+                timeline.show(self.sd, None)
 
     @on(RunList.Selected)
     def _selected(self, message: RunList.Selected) -> None:
@@ -398,7 +411,7 @@ class RunsScreen(Screen[None]):
         else:
             row = self.run_list.selected
             if row is None:
-                self.notify("No run is selected.", severity="warning")
+                notify(self, "No run is selected.", severity="warning")
                 return
             session_id = row.session_id
         self.scope = RunScope(session_id, self.scope.orphaned_only)
@@ -411,14 +424,14 @@ class RunsScreen(Screen[None]):
         if row is None:
             return
         self.app.copy_to_clipboard(row.run_id)
-        self.notify(f"Copied {row.run_id}.", timeout=2)
+        notify(self, f"Copied {row.run_id}.", timeout=2)
 
     def _target(self) -> RunRow | None:
         row = self.run_list.selected
         if row is None:
-            self.notify("No run is selected.", severity="warning")
+            notify(self, "No run is selected.", severity="warning")
         elif self._busy:
-            self.notify("A repair is already being prepared or applied.", severity="warning")
+            notify(self, "A repair is already being prepared or applied.", severity="warning")
             return None
         return row
 
@@ -477,13 +490,13 @@ class RunsScreen(Screen[None]):
         preview = message.preview
         if preview.refusal:
             self._busy = False
-            self._report_refusal(message.job, f"Refused: {preview.refusal}")
+            self._report_refusal(message.job, f"Refused: {one_line(preview.refusal)}")
             return
         from tui.widgets.confirm import ConfirmDialog, ConfirmRequest
 
         changes = len(preview.changes)
         request = ConfirmRequest(
-            title=preview.title,
+            title=one_line(preview.title),
             preview="\n".join(preview.lines()),
             affected=changes,
             noun="row",
@@ -496,13 +509,13 @@ class RunsScreen(Screen[None]):
                 self._apply(self.sd, message.job, message.repair, preview)
             else:
                 self._busy = False
-                self.notify("Nothing was changed.", title=preview.title, timeout=3)
+                notify(self, "Nothing was changed.", title=preview.title, timeout=3)
 
         try:
             dialog = ConfirmDialog(request)
         except ValueError as exc:  # the user mapped the action onto the confirm key
             self._busy = False
-            self.notify(str(exc), title="Cannot confirm", severity="error")
+            notify(self, str(exc), title="Cannot confirm", severity="error")
             return
         self.app.push_screen(dialog, decided)
 
@@ -529,13 +542,13 @@ class RunsScreen(Screen[None]):
         if message.result is not None:
             self.last_result = message.result
             self.last_error = ""
-            self.notify(message.result.message, title="Repaired", timeout=8)
+            notify(self, message.result.message, title="Repaired", timeout=8)
         elif message.refused:
             self._report_refusal(job, message.error)
         else:
             self.last_result = None
             self.last_error = message.error
-            self.notify(message.error, title="Repair failed", severity="error", timeout=10)
+            notify(self, message.error, title="Repair failed", severity="error", timeout=10)
         # what was written (or found) is shown only after reading it back
         self.run_list.refresh_sessions({job.session_id})
         self.query_one(RunTimeline).refresh_events()
@@ -543,7 +556,7 @@ class RunsScreen(Screen[None]):
     def _report_refusal(self, job: RepairJob, text: str) -> None:
         self.last_result = None
         self.last_error = text
-        self.notify(text, title=f"Not repaired: {job.label}", severity="error", timeout=12)
+        notify(self, text, title=f"Not repaired: {job.label}", severity="error", timeout=12)
 
     # --- tool calls -------------------------------------------------------------------------------------------
 
@@ -564,7 +577,7 @@ class RunsScreen(Screen[None]):
         tools = message.tools
         if tools is None:
             self._busy = False
-            self.notify(message.error, title="Cannot list tool calls", severity="error")
+            notify(self, message.error, title="Cannot list tool calls", severity="error")
             return
         if not tools.records:
             self._busy = False
@@ -572,7 +585,7 @@ class RunsScreen(Screen[None]):
             if tools.dangling_calls:
                 note = (f" {len(tools.dangling_calls)} toolCall(s) have no result but no record either: "
                         "nothing can be written for them.")
-            self.notify(f"Session {job.session_id} has no interrupted tool execution record.{note}",
+            notify(self, f"Session {job.session_id} has no interrupted tool execution record.{note}",
                         title="Abandon tools", timeout=6)
             return
 
@@ -583,7 +596,7 @@ class RunsScreen(Screen[None]):
             turns = sorted({r.local_turn_id for r in tools.records if r.provider_call_id in call_ids})
             if len(turns) != 1:
                 self._busy = False
-                self.notify("Choose calls of one turn at a time (the repair works on one turn).",
+                notify(self, "Choose calls of one turn at a time (the repair works on one turn).",
                             title="Abandon tools", severity="warning")
                 return
             self._start_preview(RepairJob("abandon-tools", job.session_id,

@@ -8,8 +8,9 @@ so the mothx list starts as fast as before. A directory with no mothx sessions b
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
@@ -22,18 +23,19 @@ from textual.widgets import Static
 from tui import actions
 from tui.formatting import describe_error, tildify
 from tui.live import LiveChanged
-from tui.messages import FacetChoice, FacetsLoaded, UnfilteredCounted
+from tui.messages import FacetChoice, FacetsLoaded, UnfilteredCounted, WorkerFailed
+from tui.safe import data_line, markup_escape, notify
 from tui.widgets.header import AppHeader
 from tui.widgets.keybar import KeyBar
-from tui.widgets.statusbar import StatusBar
 from tui.widgets.session_list import ListQuery, SessionList, default_query
+from tui.widgets.statusbar import StatusBar
 
 if TYPE_CHECKING:
     from textual.widgets import Input
 
     from store.mothx.sessiondir import SessionDir
-    from tui.widgets.native_session_list import AgentSessionList
     from store.mothx.sessions import SessionPage
+    from tui.widgets.native_session_list import AgentSessionList
 
 FILTER_DEBOUNCE_S = 0.25
 """Typing in the filter box re-queries after this pause."""
@@ -163,10 +165,10 @@ class SessionsScreen(Screen[None]):
         text = " ⚠ " + "  ·  ".join(sd.notices) if sd.notices else ""
         existing = self.query("#notice")
         if existing:
-            existing.first(Static).update(text)
+            existing.first(Static).update(data_line(text))
             existing.first().display = bool(text)
         elif text:
-            self.mount(Static(text, id="notice", markup=False), after=self.query_one(AppHeader))
+            self.mount(Static(data_line(text), id="notice", markup=False), after=self.query_one(AppHeader))
         self._run_query(keep_position=False, first_page=first_page)
 
     def current_query(self) -> ListQuery:
@@ -176,7 +178,8 @@ class SessionsScreen(Screen[None]):
         flt = SessionFilter(search=self.search.strip())
         if self.facet is not None:
             field, value, _label = self.facet
-            flt = SessionFilter(search=flt.search, **{field: value})
+            changes: dict[str, Any] = {field: value}
+            flt = replace(flt, **changes)
         return ListQuery(flt=flt, sort=keys[self.sort_index % len(keys)], descending=self.descending)
 
     def _is_filtered(self) -> bool:
@@ -197,13 +200,10 @@ class SessionsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="sessions-count", exit_on_error=False, description="Count sessions")
     def _count_all(self, sd: SessionDir) -> None:
-        try:
-            from store.mothx.sessions import count_sessions
+        # A failure is notified by the app (ReportingWorkers); the status line then omits "of M".
+        from store.mothx.sessions import count_sessions
 
-            total = count_sessions(sd)
-        except Exception:  # noqa: BLE001 - the count is optional: the status line then omits "of M"
-            return
-        self.post_message(UnfilteredCounted(total))
+        self.post_message(UnfilteredCounted(count_sessions(sd)))
 
     @on(UnfilteredCounted)
     def _unfiltered_counted(self, message: UnfilteredCounted) -> None:
@@ -223,10 +223,21 @@ class SessionsScreen(Screen[None]):
         if self.source == SOURCE_MOTHX:
             self._show_count()
 
+    @on(WorkerFailed)
+    def _worker_failed(self, message: WorkerFailed) -> None:
+        """A worker failed outside its own error path (the app notifies it): what it left "…ing" ends here."""
+        if message.group == "sessions-sources":
+            self._counting = False
+        elif message.group == "sessions-agent-list" and self.source != SOURCE_MOTHX:
+            self._agent_list().show_message(f"✗ {message.reason}")
+            self._show_agent_status()
+        elif message.group == "session-window" and self.source == SOURCE_MOTHX and self.total is None:
+            self._set_count(message.reason)
+
     @on(SessionList.Failed)
     def _list_failed(self, message: SessionList.Failed) -> None:
         self._set_count(message.error)
-        self.notify(message.error, title="Cannot read sessions", severity="error")
+        notify(self, message.error, title="Cannot read sessions", severity="error")
 
     def _show_count(self) -> None:
         if self.source != SOURCE_MOTHX:
@@ -334,7 +345,7 @@ class SessionsScreen(Screen[None]):
 
             found = facets(sd)
         except Exception as exc:  # noqa: BLE001 - shown as one line, never a traceback
-            self.app.call_from_thread(self.notify, describe_error(exc), title="Cannot read facets", severity="error")
+            self.app.call_from_thread(notify, self, describe_error(exc), title="Cannot read facets", severity="error")
             return
         choices: list[FacetChoice] = []
         for field, items in (
@@ -352,7 +363,6 @@ class SessionsScreen(Screen[None]):
     @on(FacetsLoaded)
     def _facets_loaded(self, message: FacetsLoaded) -> None:
         from textual.command import SimpleCommand
-        from textual.markup import escape
 
         commands: list[SimpleCommand] = []
         if self.facet is not None:
@@ -364,13 +374,13 @@ class SessionsScreen(Screen[None]):
                 name += f"  ({choice.count:,})"
             commands.append(
                 SimpleCommand(
-                    escape(name),  # the palette reads names as markup; a path may hold brackets
+                    markup_escape(name),  # the palette reads names as markup; a path may hold brackets
                     lambda c=choice: self.set_facet((c.field, c.value, c.label)),
                     f"Show only sessions with this {noun}.",
                 )
             )
         if not commands:
-            self.notify("There is nothing to filter by: no work dirs, projects or channels.")
+            notify(self, "There is nothing to filter by: no work dirs, projects or channels.")
             return
         self.app.search_commands(commands, placeholder="Show only one work dir, project or channel…")
 
@@ -416,7 +426,7 @@ class SessionsScreen(Screen[None]):
     def action_session_runs(self) -> None:
         row = self.query_one(SessionList).selected
         if row is None or self.sd is None:
-            self.notify("No session is selected.", severity="warning")
+            notify(self, "No session is selected.", severity="warning")
             return
         from tui.screens.runs import RunsScreen
 
@@ -452,9 +462,8 @@ class SessionsScreen(Screen[None]):
 
             counts = agent_session_counts(sd)
         except Exception as exc:  # noqa: BLE001 - captured sessions are optional: the mothx list still works
-            if cycle:
-                self.app.call_from_thread(self.notify, describe_error(exc), title="Cannot read captured sessions",
-                                          severity="error")
+            self.app.call_from_thread(notify, self, describe_error(exc), title="Cannot count captured sessions",
+                                      severity="error")
             counts = {}
         self.post_message(AgentsCounted(counts, cycle))
 
@@ -470,7 +479,7 @@ class SessionsScreen(Screen[None]):
         sources = self._sources()
         if message.cycle:
             if len(sources) == 1:
-                self.notify("There are no captured Claude Code or Codex sessions: capture them with "
+                notify(self, "There are no captured Claude Code or Codex sessions: capture them with "
                             "`sessionscope capture claude-code` (or `codex`).", timeout=5)
                 return
             here = sources.index(self.source) if self.source in sources else 0
@@ -538,7 +547,7 @@ class SessionsScreen(Screen[None]):
         agent_list = self._agent_list()
         if message.error:
             agent_list.show_message(f"✗ {message.error}")
-            self.notify(message.error, title="Cannot read captured sessions", severity="error")
+            notify(self, message.error, title="Cannot read captured sessions", severity="error")
         else:
             agent_list.show_rows(message.agent, message.rows)  # type: ignore[arg-type]
         self._show_agent_status()
@@ -574,7 +583,7 @@ class SessionsScreen(Screen[None]):
         if self.sd is None:
             return
         if not row.openable:
-            self.notify(f"There is no checkpoint to read: {row.problem}.", title="Cannot open", severity="warning")
+            notify(self, f"There is no checkpoint to read: {row.problem}.", title="Cannot open", severity="warning")
             return
         from tui.screens.native_transcript import NativeRef, NativeTranscriptScreen
 

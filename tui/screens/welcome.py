@@ -11,7 +11,8 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from tui import actions
-from tui.formatting import tildify
+from tui.formatting import shown_path
+from tui.safe import data_line, data_text
 from tui.widgets.header import AppHeader
 from tui.widgets.keybar import KeyBar
 
@@ -65,7 +66,8 @@ class WelcomeScreen(Screen[None]):
         yield AppHeader()
         with Center():
             with Vertical(id="welcome-box"):
-                yield Static(f"No mothx session directory at {tildify(self.default_dir)}", id="welcome-title", markup=False)
+                yield Static(data_line(f"No mothx session directory at {shown_path(self.default_dir)}"), id="welcome-title",
+                             markup=False)
                 yield Static(
                     "Sessionscope browses and repairs the sessions.db of a mothx session directory. "
                     "Point it at one with `sessionscope <dir>`, or open the demo directory to look around.",
@@ -83,7 +85,7 @@ class WelcomeScreen(Screen[None]):
             open_demo()
 
     def show_status(self, text: str) -> None:
-        self.query_one("#welcome-status", Static).update(text)
+        self.query_one("#welcome-status", Static).update(data_line(text))
 
 
 class OpenFailedScreen(Screen[None]):
@@ -99,12 +101,12 @@ class OpenFailedScreen(Screen[None]):
         self.error = error
 
     def compose(self) -> ComposeResult:
-        where = tildify(self.path) if self.path is not None else "the session directory"
+        where = shown_path(self.path) if self.path is not None else "the session directory"
         yield AppHeader()
         with Center():
             with Vertical(id="welcome-box"):
-                yield Static(f"Cannot open {where}", id="welcome-title", markup=False)
-                yield Static(self.error, id="welcome-error", markup=False)
+                yield Static(data_line(f"Cannot open {where}"), id="welcome-title", markup=False)
+                yield Static(data_text(self.error), id="welcome-error", markup=False)
                 yield Static("", id="welcome-status", markup=False)
                 yield Static("d  open the demo directory instead      q  quit", id="welcome-keys", markup=False)
         yield KeyBar()
@@ -116,4 +118,4 @@ class OpenFailedScreen(Screen[None]):
             open_demo()
 
     def show_status(self, text: str) -> None:
-        self.query_one("#welcome-status", Static).update(text)
+        self.query_one("#welcome-status", Static).update(data_line(text))

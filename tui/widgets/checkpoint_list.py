@@ -24,9 +24,9 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tui import actions
-from tui.widgets.cursor_rows import CursorRows
 from tui.actions import ActionSpec
-from tui.formatting import tildify
+from tui.formatting import one_line, shown_path
+from tui.widgets.cursor_rows import CursorRows
 from tui.widgets.session_list import Column, fit
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class Proof:
 
     @property
     def label(self) -> str:
-        word = PROOF_WORDS.get(self.status, self.status)
+        word = PROOF_WORDS.get(self.status, one_line(self.status))
         if self.status == "verified" and self.new_records:
             word += f" +{self.new_records:,} new"
         return word
@@ -78,7 +78,7 @@ def row_key(info: CheckpointInfo) -> tuple[str, str]:
 def head_label(info: CheckpointInfo) -> str:
     if info.head is None:
         return "none"
-    return info.head.kind + (" (!)" if info.head_problem else "")
+    return one_line(info.head.kind) + (" (!)" if info.head_problem else "")
 
 
 def layout_columns(width: int) -> list[Column]:
@@ -311,11 +311,11 @@ class CheckpointList(CursorRows, ScrollView, can_focus=True, inherit_bindings=Fa
         for col in self._columns(width):
             style = line
             if col.key == "agent":
-                text = info.agent_id
+                text = one_line(info.agent_id)
             elif col.key == "id":
-                text = info.agent_session_id
+                text = one_line(info.agent_session_id)
             elif col.key == "cwd":
-                text = tildify(state.cwd) if state else ""
+                text = shown_path(state.cwd) if state else ""
                 if cell_len(text) > col.width:  # keep the end of a long path: it names the project
                     text = "…" + text[-(col.width - 1):]
             elif col.key == "files":

@@ -20,6 +20,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
 from tui import actions
+from tui.safe import data_line, data_text, markup_escape
 
 
 @dataclass(frozen=True)
@@ -114,19 +115,20 @@ class ConfirmDialog(ModalScreen[bool]):
         request = self.request
         key = self.app.get_key_display(actions.get("confirm.apply").binding())
         with Vertical(id="confirm-box") as box:
-            box.border_title = request.title
+            box.border_title = markup_escape(request.title)  # a border title is read as markup
             with VerticalScroll(id="confirm-preview"):
-                yield Static(request.preview or "(nothing to show)", markup=False)
-            yield Static(counts_text(request), id="confirm-counts", markup=False)
+                # the preview names data (owner ids, tool names, paths): a Text, never markup
+                yield Static(data_text(request.preview or "(nothing to show)"), markup=False)
+            yield Static(data_line(counts_text(request)), id="confirm-counts", markup=False)
             if request.phrase:
-                yield Input(placeholder=f"type {request.phrase!r} to confirm", id="confirm-phrase")
+                yield Input(placeholder=f"type {data_line(request.phrase).plain!r} to confirm", id="confirm-phrase")
             hint = f"{key} {request.confirm_label.lower()} · esc / n cancel"
             if request.phrase:
                 hint = f"type the phrase, then {key} or enter · esc cancel"
-            yield Static(hint, id="confirm-hint", markup=False)
+            yield Static(data_line(hint), id="confirm-hint", markup=False)
             with Horizontal(id="confirm-buttons"):
                 yield Button("Cancel", id="confirm-cancel", variant="default")
-                yield Button(f"{request.confirm_label} ({key})", id="confirm-apply", variant="warning")
+                yield Button(data_line(f"{request.confirm_label} ({key})"), id="confirm-apply", variant="warning")
 
     @property
     def phrase_ok(self) -> bool:
@@ -140,7 +142,7 @@ class ConfirmDialog(ModalScreen[bool]):
     def action_confirm(self) -> None:
         if not self.phrase_ok:
             self.app.bell()
-            self.query_one("#confirm-hint", Static).update(f"Type {self.request.phrase!r} exactly to confirm.")
+            self.query_one("#confirm-hint", Static).update(data_line(f"Type {self.request.phrase!r} exactly to confirm."))
             self.query_one("#confirm-phrase", Input).focus()
             return
         self.dismiss(True)

@@ -14,6 +14,7 @@ from textual import events
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from store.safetext import one_line
 from tui.widgets.badge import BADGE_TOOLTIPS
 
 BADGE_COMPONENTS = {"RW": "app-header--rw", "READ-ONLY": "app-header--read-only", "SNAPSHOT": "app-header--snapshot"}
@@ -67,11 +68,11 @@ class AppHeader(Widget):
 
     def render(self) -> Text:
         width = self.size.width
-        badge = f" {self.badge} "
-        section = f" {self.section} " if self.section else ""
+        badge = f" {one_line(self.badge)} "
+        section = f" {one_line(self.section)} " if self.section else ""
         title = f" {TITLE}  "
         room = width - cell_len(title) - cell_len(section) - cell_len(badge) - 1
-        location = self.location
+        location = one_line(self.location)  # a path from the command line or the data
         if room <= 0:
             location = ""
         elif cell_len(location) > room:

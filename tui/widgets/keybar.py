@@ -15,6 +15,8 @@ from rich.text import Text
 from textual import events
 from textual.widget import Widget
 
+from store.safetext import safe
+
 if TYPE_CHECKING:
     from textual.dom import DOMNode
     from textual.screen import Screen
@@ -78,19 +80,19 @@ class KeyBar(Widget):
             binding = active.binding
             if not binding.show:
                 if binding.action in ("command_palette", "app.command_palette") and palette is None:
-                    label = app.get_key_display(binding.with_key(key))
+                    label = safe(app.get_key_display(binding.with_key(key)))
                     palette = (label, _Span(0, 0, active.node, binding.action, binding.tooltip, active.enabled))
                 continue
             ident = f"{id(active.node)}:{binding.action}"
             if ident in seen:
                 continue
             seen.add(ident)
-            label = app.get_key_display(binding)
+            label = safe(app.get_key_display(binding))  # keys may come from the user's keymap file
             start = cell_len(line.plain)
             line.append(" ")
             line.append(label, style=key_style if active.enabled else off_style)
             line.append(" ")
-            line.append(binding.description, style=text_style if active.enabled else off_style)
+            line.append(safe(binding.description), style=text_style if active.enabled else off_style)
             line.append(" ")
             spans.append(_Span(start, cell_len(line.plain), active.node, binding.action, active.tooltip, active.enabled))
         if palette is not None:

@@ -23,8 +23,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tui import actions
+from tui.formatting import one_line, shown_path, utc_minutes
 from tui.widgets.cursor_rows import CursorRows
-from tui.formatting import one_line, tildify, utc_minutes
 from tui.widgets.session_list import GUTTER, Column, fit
 
 if TYPE_CHECKING:
@@ -207,15 +207,15 @@ class AgentSessionList(CursorRows, ScrollView, can_focus=True, inherit_bindings=
             style = line
             if col.key == "title":
                 if not row.openable:
-                    text, style = f"⚠ {row.problem}", line + st.warn
+                    text, style = f"⚠ {one_line(row.problem)}", line + st.warn
                 elif row.title:
                     text = one_line(row.title)
                 else:
                     text, style = one_line(row.preview) or "(no messages)", line + st.dim
             elif col.key == "id":
-                text = row.agent_session_id[:8]
+                text = one_line(row.agent_session_id[:8])
             elif col.key == "cwd":
-                text = tildify(row.cwd)
+                text = shown_path(row.cwd)
                 if cell_len(text) > col.width:
                     text = "…" + text[-(col.width - 1):]
             elif col.key == "records":

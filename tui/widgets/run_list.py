@@ -34,10 +34,14 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from store import times
+from store.safetext import safe
 from tui import actions
-from tui.widgets.cursor_rows import CursorRows
 from tui.actions import ActionSpec
 from tui.formatting import describe_error, one_line
+from tui.messages import WorkerFailed
+from tui.safe import notify
+from tui.widgets.cursor_rows import CursorRows
 
 if TYPE_CHECKING:
     from store.mothx.leases import LeaseSnapshot
@@ -82,17 +86,8 @@ actions.SCOPE_TITLES.setdefault("run-list", "Run list")
 
 
 def duration_text(seconds: int) -> str:
-    """A span as one unit: ``9 s``, ``4 min``, ``3 h``, ``12 d``, ``73 y`` (whole units, rounded down)."""
-    s = abs(int(seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min"
-    if s < 86400:
-        return f"{s // 3600} h"
-    if s < 365 * 86400:
-        return f"{s // 86400} d"
-    return f"{s // (365 * 86400):,} y"
+    """A span in its largest sensible unit (``9 s``, ``4 min``, ``3 h``, ``12 d``, ``73 y``): :func:`store.times.duration`."""
+    return times.duration(seconds)
 
 
 def expiry_text(lease: LeaseSnapshot | None, now: float) -> str:
@@ -114,8 +109,9 @@ def lease_valid_at(lease: LeaseSnapshot | None, now: float) -> bool:
 
 
 def short_owner(owner_instance_id: str, width: int) -> str:
-    """``pid-71209-e1172d3f00897af7…`` cut to ``width`` characters (the pid stays whole)."""
-    return owner_instance_id if len(owner_instance_id) <= width else owner_instance_id[:max(1, width)]
+    """``pid-71209-e1172d3f00897af7…`` cut to ``width`` characters (the pid stays whole), made safe first."""
+    owner = one_line(owner_instance_id)
+    return owner if len(owner) <= width else owner[:max(1, width)]
 
 
 PURPOSE_SHORT = {"execution": "exec", "recovery": "recov", "admission": "admit", "mutation": "mutate"}
@@ -125,7 +121,7 @@ def holder_text(lease: LeaseSnapshot | None, width: int = 20) -> str:
     """``pid-71209-e1172 exec``: the owner instance id shortened to fit, then the purpose (shortened)."""
     if lease is None:
         return ""
-    purpose = PURPOSE_SHORT.get(lease.purpose, lease.purpose) or "?"
+    purpose = PURPOSE_SHORT.get(lease.purpose, one_line(lease.purpose)) or "?"
     room = width - len(purpose) - 1
     if room < 8:
         return short_owner(lease.owner_instance_id, width)
@@ -136,7 +132,7 @@ def recovery_text(rec: RecoveryRecord | None, now: float) -> str:
     """``failed #2 in 5 s`` (next retry) / ``failed #2 due`` / ``completed #1`` / ``""``."""
     if rec is None:
         return ""
-    text = f"{rec.state} #{rec.attempt}"
+    text = f"{one_line(rec.state)} #{rec.attempt}"
     if rec.state == "failed" and rec.next_retry_at is not None:
         left = rec.next_retry_at - int(now)
         text += f" in {duration_text(left)}" if left > 0 else " due"
@@ -170,7 +166,7 @@ class RunRow:
 
     @property
     def session_label(self) -> str:
-        return one_line(self.title) if self.title else self.session_id[:8]
+        return one_line(self.title) if self.title else one_line(self.session_id[:8])
 
     def facts(self) -> tuple[object, ...]:
         """What the row shows from the database, to decide whether a re-read changed it. A heartbeat (a later
@@ -324,8 +320,11 @@ def run_columns(width: int) -> list[Column]:
 
 
 def fit(text: str, width: int, align: str = "left") -> str:
+    """``text`` in exactly ``width`` cells (padded, or cut with an ellipsis), every control or bidi character
+    shown as an escape first."""
     if width <= 0:
         return ""
+    text = safe(text)
     if cell_len(text) > width:
         return set_cell_size(text, width - 1) + "…"
     if align == "right":
@@ -587,11 +586,26 @@ class RunList(CursorRows, ScrollView, can_focus=True, inherit_bindings=False):
     @on(RunsFailed)
     def _failed(self, message: RunsFailed) -> None:
         message.stop()
+        if message.generation == -1:  # a live re-read (RunsRefreshed follows): the rows keep what they showed
+            notify(self, message.error, title="Cannot re-read runs", severity="error")
+            return
         if message.generation != self.generation:
             return
+        notify(self, message.error, title="Cannot read runs", severity="error")
+        self._end_read(message.error)
+
+    @on(WorkerFailed)
+    def _worker_failed(self, message: WorkerFailed) -> None:
+        """A read failed outside its own error path (the app notifies it): "Reading runs…" ends here too."""
+        if message.group == "run-list-read":
+            self._end_read(message.reason)
+        elif message.group == "run-list-live":
+            self._live_running = False
+
+    def _end_read(self, error: str) -> None:
         self._reading_more = False
         self.loaded = True
-        self.error = message.error
+        self.error = error
         self.refresh()
         self.post_message(self.Changed())
 
@@ -826,14 +840,14 @@ class RunList(CursorRows, ScrollView, can_focus=True, inherit_bindings=False):
                 if not row.title:
                     style = line + styles.dim
             elif col.key == "run":
-                text = row.run_id
+                text = one_line(row.run_id)
             elif col.key == "status":
-                text = ls.run.status
-                style = line + getattr(styles, status_style(text))
+                text = one_line(ls.run.status)
+                style = line + getattr(styles, status_style(ls.run.status))
             elif col.key == "state":
                 if ls.execution is not None:
-                    text = ls.execution.state
-                    style = line + getattr(styles, STATE_STYLE.get(text, "muted"))
+                    text = one_line(ls.execution.state)
+                    style = line + getattr(styles, STATE_STYLE.get(ls.execution.state, "muted"))
             elif col.key == "holder":
                 text = holder_text(lease, col.width)
                 if lease is not None and lease.state != "active":

@@ -10,8 +10,6 @@ re-read incrementally (only events after the last seq shown) when the run change
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
@@ -25,9 +23,13 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widget import Widget
 
+from store import times
+from store.safetext import json_dumps
 from tui import actions
 from tui.actions import ActionSpec
 from tui.formatting import describe_error, one_line
+from tui.messages import WorkerFailed
+from tui.safe import notify
 from tui.widgets.run_list import RunRow, duration_text, expiry_text, fit, lease_applies, lease_valid_at
 
 if TYPE_CHECKING:
@@ -51,26 +53,17 @@ _A(ActionSpec("timeline.bottom", "scroll_end", "G,end", "Bottom",
 del _A
 actions.SCOPE_TITLES.setdefault("run-timeline", "Run timeline")
 
-_STAMP = re.compile(r"^(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})")
-
-
 def utc_seconds(stamp: str) -> str:
-    """``2026-11-20T08:58:40.123Z`` → ``2026-11-20 08:58:40`` (the text as stored when it does not parse)."""
-    m = _STAMP.match(stamp or "")
-    if not m:
+    """``2026-11-20T08:58:40.123Z`` → ``2026-11-20 08:58:40`` in UTC (the text as stored, made safe, when it
+    does not parse)."""
+    if times.parse_rfc3339(stamp) is None:
         return one_line(stamp or "")[:19]
-    return f"{m.group(1)} {m.group(2)}"
+    return times.show(stamp, times.SECONDS)
 
 
 def unix_utc(seconds: int | None) -> str:
-    if seconds is None:
-        return ""
-    from datetime import datetime, timezone
-
-    try:
-        return datetime.fromtimestamp(int(seconds), tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
-    except (OverflowError, OSError, ValueError):
-        return str(seconds)
+    """Unix seconds as ``YYYY-MM-DD HH:MM:SS`` UTC (``""`` for ``None``)."""
+    return one_line(times.from_unix(seconds, times.SECONDS))
 
 
 def middle_cut(text: str, width: int) -> str:
@@ -86,7 +79,7 @@ def data_text(ev: RunEvent) -> str:
     obj = ev.data_obj()
     if not obj:
         return ""
-    return one_line(json.dumps(obj, ensure_ascii=False, separators=(", ", ": ")))[1:-1]
+    return one_line(json_dumps(obj, indent=None))[1:-1]
 
 
 def fact_lines(row: RunRow | None, now: float) -> list[Text]:
@@ -99,9 +92,9 @@ def fact_lines(row: RunRow | None, now: float) -> list[Text]:
     dim = Style(dim=True)
     lines: list[Text] = []
     head = Text(no_wrap=True, overflow="ellipsis", end="")
-    head.append(run.id, bold)
-    head.append(f"  {run.status}")
-    head.append(f"  ·  session {run.session_id}", dim)
+    head.append(one_line(run.id), bold)
+    head.append(f"  {one_line(run.status)}")
+    head.append(f"  ·  session {one_line(run.session_id)}", dim)
     if row.title:
         head.append(f"  {one_line(row.title)}")
     head.append(f"  ·  started {utc_seconds(run.started_at)}", dim)
@@ -114,14 +107,14 @@ def fact_lines(row: RunRow | None, now: float) -> list[Text]:
     ex = ls.execution
     if ex is not None:
         bad = ex.state in ("orphaned", "recovery_failed", "inconsistent")
-        state.append(ex.state, Style(bold=True, color="red") if bad else bold)
+        state.append(one_line(ex.state), Style(bold=True, color="red") if bad else bold)
         if ex.phase:
-            state.append(f" · phase {ex.phase}")
+            state.append(f" · phase {one_line(ex.phase)}")
         if ex.recovery_action != "none":
-            state.append(f" · action {ex.recovery_action}", Style(bold=True))
-        state.append(f"  — {ex.reason}", dim)
+            state.append(f" · action {one_line(ex.recovery_action)}", Style(bold=True))
+        state.append(f"  — {one_line(ex.reason)}", dim)
     else:
-        state.append(f"ended {run.status}")
+        state.append(f"ended {one_line(run.status)}")
         if run.error:
             state.append(f"  — {one_line(run.error)}", dim)
     lines.append(state)
@@ -130,16 +123,16 @@ def fact_lines(row: RunRow | None, now: float) -> list[Text]:
     lease_line.append("lease     ", dim)
     lease = ls.lease if lease_applies(ls) else None
     if lease is None:
-        bound = "none" if ls.lease is None else f"the session's lease is bound to run {ls.lease.run_id or '(none)'}"
+        bound = "none" if ls.lease is None else f"the session's lease is bound to run {one_line(ls.lease.run_id) or '(none)'}"
         lease_line.append(bound, dim)
     else:
         countdown = expiry_text(lease, now)
         valid = lease_valid_at(lease, now)
         lease_line.append(countdown, Style(color="green", bold=True) if valid
                           else Style(color="red", bold=run.active and lease.state == "active"))
-        lease_line.append(f" · epoch {lease.epoch} · {lease.purpose} · pid {lease.owner_pid} · ")
-        lease_line.append(lease.owner_instance_id, bold)
-        lease_line.append(f" · {lease.state} until {unix_utc(lease.expires_at)} UTC · heartbeat "
+        lease_line.append(f" · epoch {lease.epoch} · {one_line(lease.purpose)} · pid {one_line(lease.owner_pid)} · ")
+        lease_line.append(one_line(lease.owner_instance_id), bold)
+        lease_line.append(f" · {one_line(lease.state)} until {unix_utc(lease.expires_at)} UTC · heartbeat "
                           f"{unix_utc(lease.heartbeat_at)} UTC", dim)
     lines.append(lease_line)
 
@@ -149,9 +142,9 @@ def fact_lines(row: RunRow | None, now: float) -> list[Text]:
     if rec is None:
         rec_line.append("no recovery record", dim)
     else:
-        rec_line.append(rec.state, Style(bold=True, color="red") if rec.state == "failed" else bold)
+        rec_line.append(one_line(rec.state), Style(bold=True, color="red") if rec.state == "failed" else bold)
         rec_line.append(f" · attempt {rec.attempt} · previous epoch {rec.previous_lease_epoch}")
-        rec_line.append(f" · {rec.trigger_source or '?'}/{rec.reason_code or '?'}")
+        rec_line.append(f" · {one_line(rec.trigger_source) or '?'}/{one_line(rec.reason_code) or '?'}")
         if rec.next_retry_at is not None:
             left = rec.next_retry_at - int(now)
             when = f"in {duration_text(left)}" if left > 0 else "due"
@@ -342,9 +335,20 @@ class RunTimeline(ScrollView, can_focus=True, inherit_bindings=False):
         message.stop()
         if message.generation != self.generation:
             return
+        notify(self, message.error, title="Cannot read the run's events", severity="error")
+        self._end_read(message.error)
+
+    @on(WorkerFailed)
+    def _worker_failed(self, message: WorkerFailed) -> None:
+        """A read failed outside its own error path (the app notifies it): "Reading events…" ends here too."""
+        if message.group == "run-timeline-read":
+            self._end_read(message.reason)
+
+    def _end_read(self, error: str) -> None:
         self._reading = False
+        self._again = False
         self.loaded = True
-        self.error = message.error
+        self.error = error
         self.refresh()
 
     def _read_more_if_near_end(self) -> None:
@@ -407,8 +411,9 @@ class RunTimeline(ScrollView, can_focus=True, inherit_bindings=False):
         line = base + self.get_component_rich_style("run-timeline--new") if ev.seq in self.new_seqs else base
         accent = line + self.get_component_rich_style("run-timeline--recovery", partial=True)
         special = ev.event_type == "recovered" or ev.id.startswith("recovery_")
-        values = {"seq": str(ev.seq), "time": utc_seconds(ev.timestamp), "type": ev.event_type, "status": ev.status,
-                  "source": ev.source, "id": middle_cut(ev.id, COLUMNS[-1][2])}
+        values = {"seq": str(ev.seq), "time": utc_seconds(ev.timestamp), "type": one_line(ev.event_type),
+                  "status": one_line(ev.status), "source": one_line(ev.source),
+                  "id": middle_cut(one_line(ev.id), COLUMNS[-1][2])}
         segments = [Segment(" ", line)]
         for key, _title, w, align in COLUMNS:
             style = accent if special and key in ("type", "id") else line

@@ -30,10 +30,11 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.worker import get_current_worker
 
+from store.safetext import safe
 from tui import actions
+from tui.formatting import describe_error, one_line, shown_path, utc_minutes
+from tui.messages import SessionWindowFailed, SessionWindowLoaded, WindowRequest, WorkerFailed
 from tui.widgets.cursor_rows import CursorRows
-from tui.formatting import describe_error, one_line, tildify, utc_minutes
-from tui.messages import SessionWindowFailed, SessionWindowLoaded, WindowRequest
 
 if TYPE_CHECKING:
     from store.mothx.sessiondir import SessionDir
@@ -142,9 +143,11 @@ def layout_columns(width: int) -> list[Column]:
 
 
 def fit(text: str, width: int, align: str = "left") -> str:
-    """``text`` in exactly ``width`` cells: padded, or cut with an ellipsis."""
+    """``text`` in exactly ``width`` cells: padded, or cut with an ellipsis. Every control or bidi character
+    is shown as an escape first (a cell is drawn from data: nothing of it may reach the terminal raw)."""
     if width <= 0:
         return ""
+    text = safe(text)
     if cell_len(text) > width:
         return set_cell_size(text, width - 1) + "…"
     if align == "right":
@@ -155,7 +158,7 @@ def fit(text: str, width: int, align: str = "left") -> str:
 def fork_label(row: SessionSummary) -> str:
     if not row.parent_session and not row.fork_kind:
         return ""
-    return f"⑂ {row.fork_kind or 'fork'}"
+    return f"⑂ {one_line(row.fork_kind) or 'fork'}"
 
 
 # Derived execution states that need an operator (store.mothx.runs.derive_execution_state): shown instead of the status.
@@ -165,7 +168,7 @@ PROBLEM_RUN_STATES = {"orphaned": "✗ orphaned", "recovery_failed": "✗ recov 
 def run_label(row: SessionSummary) -> str:
     if row.run_state in PROBLEM_RUN_STATES:
         return PROBLEM_RUN_STATES[row.run_state]
-    return f"● {row.run_status}" if row.run_status else ""
+    return f"● {one_line(row.run_status)}" if row.run_status else ""
 
 
 def run_style_key(row: SessionSummary) -> str:
@@ -387,14 +390,17 @@ class SessionList(CursorRows, ScrollView, can_focus=True, inherit_bindings=False
 
         rows: list[SessionSummary] = []
         gone: set[str] = set()
+        failure: Exception | None = None
         for sid in ids:
             try:
                 rows.append(get_session(sd, sid))
             except SessionNotFound:
                 gone.add(sid)
-            except Exception:  # noqa: BLE001 - the row keeps what it showed; the next refresh reads it again
-                continue
+            except Exception as exc:  # noqa: BLE001 - the row keeps what it showed; the next refresh reads it again
+                failure = failure or exc
         self.post_message(self.RowsRead(generation, rows, gone))
+        if failure is not None:
+            raise failure  # not silent: the app notifies it (ReportingWorkers)
 
     @on(RowsRead)
     def _rows_read(self, message: RowsRead) -> None:
@@ -525,6 +531,19 @@ class SessionList(CursorRows, ScrollView, can_focus=True, inherit_bindings=False
             self.post_message(self.Counted(message.total, self.generation))
         self.refresh()
         self.call_after_refresh(self._request_visible)
+
+    @on(WorkerFailed)
+    def _worker_failed(self, message: WorkerFailed) -> None:
+        """A read failed outside its own error path (the app notifies it): "Loading sessions…" ends here too."""
+        if message.group == "session-window":
+            self._pending = None
+            self.error = message.reason
+            if self.total is None:
+                self.total = 0
+                self._set_total_rows(0)
+            self.refresh()
+        elif message.group == "session-rows":
+            self._live_running = False
 
     @on(SessionWindowFailed)
     def _window_failed(self, message: SessionWindowFailed) -> None:
@@ -660,13 +679,13 @@ class SessionList(CursorRows, ScrollView, can_focus=True, inherit_bindings=False
                     text = one_line(row.preview) or "(no messages)"
                     style = line_style + styles.dim
             elif col.key == "id":
-                text = row.id[:8]
+                text = one_line(row.id[:8])
             elif col.key == "cwd":
-                text = tildify(row.cwd)
+                text = shown_path(row.cwd)
                 if cell_len(text) > col.width:  # keep the end of a long path: it names the project
                     text = "…" + text[-(col.width - 1) :]
             elif col.key == "channel":
-                text = row.channel_type
+                text = one_line(row.channel_type)
             elif col.key == "messages":
                 text = str(row.message_count)
             elif col.key == "last_active":

@@ -13,6 +13,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from store.safetext import one_line
+
 
 class StatusBar(Widget):
     """`` 43 sessions  sort: last active ↓ · /harbor ·········· integrity ok ``"""
@@ -53,12 +55,16 @@ class StatusBar(Widget):
 
     def render(self) -> Text:
         width = self.size.width
-        right = f" {self.integrity} " if self.integrity else ""
+        # every part may hold data (a search typed, a facet's work dir, an error naming a lease holder)
+        integrity = one_line(self.integrity)
+        count = one_line(self.count)
+        query = one_line(self.query_text)
+        right = f" {integrity} " if integrity else ""
         if cell_len(right) > (width * 2) // 3:
             right = set_cell_size(right, max(0, (width * 2) // 3 - 2)) + "… "
-        left = f" {self.count} " if self.count else " "
+        left = f" {count} " if count else " "
         room = width - cell_len(left) - cell_len(right)
-        middle = f" {self.query_text}" if self.query_text else ""
+        middle = f" {query}" if query else ""
         if cell_len(middle) > room:
             middle = set_cell_size(middle, max(0, room - 1)) + "…" if room > 1 else ""
         line = Text(no_wrap=True, overflow="crop")
