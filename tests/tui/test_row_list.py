@@ -20,6 +20,7 @@ from tui import actions
 from tui.widgets.row_list import (
     GAP,
     GUTTER,
+    ChainSource,
     Column,
     ListSource,
     Page,
@@ -175,7 +176,7 @@ def item(n: int) -> Item:
 class CountingSource(RowSource[Item]):
     """``size`` rows made on demand (nothing stored), by keyset on ``n``; every call is recorded."""
 
-    reversible: ClassVar[bool] = True
+    reversible = True
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -209,7 +210,7 @@ class CountingSource(RowSource[Item]):
 class ForwardSource(CountingSource):
     """The same rows, forward only (like the Runs list's recent runs)."""
 
-    reversible: ClassVar[bool] = False
+    reversible = False
 
 
 class FailingSource(RowSource[Item]):
@@ -296,6 +297,26 @@ def screen_text(lst: RowList[Any]) -> list[str]:
 
 def all_segments(lst: RowList[Any]) -> list[Any]:
     return [seg for y in range(lst.size.height) for seg in lst.render_line(y)]
+
+
+def test_chain_source_pages_across_its_parts() -> None:
+    active = ListSource([Item(-3, "a3", "active"), Item(-2, "a2", "active")], key=lambda r: r.n)
+    recent = CountingSource(10)
+    chain = ChainSource([active, recent], part=lambda r: 0 if r.note == "active" else 1)
+    assert chain.reversible
+    page = chain.first(5)
+    assert [r.n for r in page.rows] == [-3, -2] and page.more
+    page = chain.after(chain.key(page.rows[-1]), 5)
+    assert [r.n for r in page.rows] == [0, 1, 2, 3, 4] and page.more
+    assert chain.before(chain.key(page.rows[0]), 5).rows == active.rows
+    last = chain.last(4)
+    assert [r.n for r in last.rows] == [6, 7, 8, 9] and last.more
+    assert chain.ident(last.rows[0]) == 6
+    assert chain.total() is None
+    assert ChainSource([active, ListSource([], key=lambda r: r.n)], part=lambda r: 0).first(5).rows == active.rows
+    only = ChainSource([ListSource([], key=lambda r: r.n), recent], part=lambda r: 1)
+    assert [r.n for r in only.last(2).rows] == [8, 9]
+    assert only.before((1, 0), 5) == Page((), False)
 
 
 # --- the widget ---------------------------------------------------------------------------------------------------
@@ -402,6 +423,7 @@ async def test_mark_changed_styles_a_row_for_one_refresh() -> None:
         lst = app.query_one(ItemList)
         await settle(pilot, lst)
         changed_style = lst._get_styles().changed
+        assert changed_style.bgcolor is not None  # the theme's $warning 20%, through the component class
         line = lst.render_line(3)  # row 2
         assert changed_style.bgcolor is None or all(
             seg.style is None or seg.style.bgcolor != changed_style.bgcolor for seg in line)

@@ -258,7 +258,7 @@ class RowSource(Generic[T]):
     start, a page at a time, up to the widget's display cap.
     """
 
-    reversible: ClassVar[bool] = False
+    reversible: bool = False
 
     def key(self, row: T) -> Key:
         raise NotImplementedError
@@ -267,6 +267,8 @@ class RowSource(Generic[T]):
         return self.key(row)
 
     def first(self, limit: int) -> Page[T]:
+        """The first ``limit`` rows. (Every read: a page whose ``more`` is true holds at least one row; a source
+        that filters rows reads on until it has one or reaches the end.)"""
         raise NotImplementedError
 
     def after(self, key: Key, limit: int) -> Page[T]:
@@ -294,7 +296,7 @@ class RowSource(Generic[T]):
 class ListSource(RowSource[T]):
     """A small list held in memory, paged like any source (keys looked up in a dict: O(1) per page)."""
 
-    reversible: ClassVar[bool] = True
+    reversible = True
 
     def __init__(self, rows: Iterable[T], key: Callable[[T], Key]) -> None:
         self.rows: tuple[T, ...] = tuple(rows)
@@ -327,6 +329,87 @@ class ListSource(RowSource[T]):
 
     def reread(self, idents: Sequence[Key]) -> Mapping[Key, T | None]:
         return {ident: (self.rows[self._index[ident]] if ident in self._index else None) for ident in idents}
+
+
+class ChainSource(RowSource[T]):
+    """Sources shown one after the other (the Runs list: its active runs, then its recent runs). ``part(row)``
+    says which source a row belongs to; a row's key is ``(part, key in that source)``, its ident the part's
+    ident (so a run that moves from one part to the other keeps the cursor). Reversible when every part is."""
+
+    def __init__(self, parts: Sequence[RowSource[T]], part: Callable[[T], int]) -> None:
+        if not parts:
+            raise ValueError("ChainSource needs at least one source")
+        self.parts = tuple(parts)
+        self._part = part
+        self.reversible = all(p.reversible for p in self.parts)
+
+    def key(self, row: T) -> Key:
+        i = self._part(row)
+        return (i, self.parts[i].key(row))
+
+    def ident(self, row: T) -> Key:
+        return self.parts[self._part(row)].ident(row)
+
+    def _forward(self, start: int, page: Page[T] | None, limit: int) -> Page[T]:
+        last = len(self.parts) - 1
+        i = start
+        while True:
+            if page is not None and page.rows:
+                return Page(page.rows, page.more or i < last)
+            if page is not None and page.more:  # a source broke the contract: do not loop
+                return Page((), False)
+            i += 1
+            if i > last:
+                return Page((), False)
+            page = self.parts[i].first(limit)
+
+    def _backward(self, start: int, page: Page[T] | None, limit: int) -> Page[T]:
+        i = start
+        while True:
+            if page is not None and page.rows:
+                return Page(page.rows, page.more or i > 0)
+            if page is not None and page.more:
+                return Page((), False)
+            i -= 1
+            if i < 0:
+                return Page((), False)
+            page = self.parts[i].last(limit)
+
+    def first(self, limit: int) -> Page[T]:
+        return self._forward(0, self.parts[0].first(limit), limit)
+
+    @staticmethod
+    def _split(key: Key) -> tuple[int, Key]:
+        if not (isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], int)):
+            raise ValueError(f"not a ChainSource key: {key!r}")
+        return key[0], key[1]
+
+    def after(self, key: Key, limit: int) -> Page[T]:
+        i, sub = self._split(key)
+        return self._forward(i, self.parts[i].after(sub, limit), limit)
+
+    def before(self, key: Key, limit: int) -> Page[T]:
+        i, sub = self._split(key)
+        return self._backward(i, self.parts[i].before(sub, limit), limit)
+
+    def last(self, limit: int) -> Page[T]:
+        end = len(self.parts) - 1
+        return self._backward(end, self.parts[end].last(limit), limit)
+
+    def total(self) -> int | None:
+        totals = [p.total() for p in self.parts]
+        return None if any(t is None for t in totals) else sum(t for t in totals if t is not None)
+
+    def reread(self, idents: Sequence[Key]) -> Mapping[Key, T | None] | None:
+        found: dict[Key, T | None] = dict.fromkeys(idents)
+        for p in self.parts:
+            got = p.reread(idents)
+            if got is None:
+                return None
+            for ident, row in got.items():
+                if row is not None:
+                    found[ident] = row
+        return found
 
 
 # --- reads and their messages ------------------------------------------------------------------------------------
@@ -1227,6 +1310,7 @@ class RowList(ScrollView, Generic[T], can_focus=True, inherit_bindings=False):
 __all__ = [
     "GAP",
     "GUTTER",
+    "ChainSource",
     "Column",
     "ListSource",
     "Page",
