@@ -23,6 +23,7 @@ from tui.widgets.row_list import (
     ChainSource,
     Column,
     ListSource,
+    OffsetSource,
     Page,
     RowList,
     RowSource,
@@ -616,3 +617,57 @@ async def test_mouse_wheel_far_from_the_cursor_keeps_the_window_bounded() -> Non
         assert lst.rows[-1].n > 1_000
         assert lst.selected is lst.rows[lst.cursor]  # the cursor moved with the window
         assert all(limit == lst.page_size for _, limit in source.calls)
+
+
+async def test_theme_change_redraws_with_the_new_styles() -> None:
+    app = ListApp(ListSource([item(n) for n in range(5)], key=lambda r: r.n))
+    async with app.run_test(size=(80, 10)) as pilot:
+        lst = app.query_one(ItemList)
+        await settle(pilot, lst)
+        before = list(lst.render_line(1))[0].style
+        app.theme = "textual-light" if app.theme != "textual-light" else "textual-dark"
+        await pilot.pause()
+        after = list(lst.render_line(1))[0].style
+        assert before != after  # the cached strip of the cursor row was dropped
+
+
+def offset_source(size: int, calls: list[tuple[int, int]]) -> OffsetSource[Item]:
+    def read(offset: int, limit: int) -> tuple[list[Item], int]:
+        calls.append((offset, limit))
+        return [item(n) for n in range(offset, min(size, offset + limit))], size
+
+    return OffsetSource(read, ident=lambda r: r.n)
+
+
+def test_offset_source_pages_by_remembered_positions() -> None:
+    calls: list[tuple[int, int]] = []
+    src = offset_source(1_000, calls)
+    page = src.first(10)
+    assert [r.n for r in page.rows] == list(range(10)) and page.more and src.total() == 1_000
+    page = src.after(9, 10)
+    assert page.rows[0].n == 10
+    assert [r.n for r in src.before(10, 5).rows] == [5, 6, 7, 8, 9]
+    last = src.last(10)
+    assert last.rows[-1].n == 999 and last.more
+    end = src.after(999, 10)
+    assert end == Page((), False)
+    assert all(limit <= 10 for _, limit in calls)
+    with pytest.raises(LookupError):
+        offset_source(10, []).after(5, 10)  # a position it never served
+
+
+async def test_offset_source_in_the_widget_jumps_and_reloads() -> None:
+    calls: list[tuple[int, int]] = []
+    app = ListApp(offset_source(50_000, calls))
+    async with app.run_test(size=(80, 24)) as pilot:
+        lst = app.query_one(ItemList)
+        await settle(pilot, lst)
+        assert lst.count_text() == "50,000"
+        await pilot.press("G", "k")
+        await settle(pilot, lst)
+        assert lst.selected == item(49_998)
+        lst.reload()
+        await settle(pilot, lst)
+        assert lst.selected == item(49_998)
+        assert all(limit <= lst.page_size for _, limit in calls)
+        assert len(calls) <= 6

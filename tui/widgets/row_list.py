@@ -74,6 +74,7 @@ A subclass whose cells read a clock calls :meth:`RowList.refresh_cells` on its t
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Generic, Literal, TypeVar
@@ -329,6 +330,68 @@ class ListSource(RowSource[T]):
 
     def reread(self, idents: Sequence[Key]) -> Mapping[Key, T | None]:
         return {ident: (self.rows[self._index[ident]] if ident in self._index else None) for ident in idents}
+
+
+class OffsetSource(RowSource[T]):
+    """A source over a store function that reads a window by position and knows the total, e.g.
+    ``lambda offset, limit: (page.rows, page.total)`` over ``store.mothx.sessions.list_sessions``, until that
+    function pages by keyset. A row's key is its ident; the position of every row served is remembered (up to
+    ``remember`` rows, least recently used first out), so ``after`` / ``before`` are one read each, and
+    ``total()`` is the total of the last read (no extra query)."""
+
+    reversible = True
+
+    def __init__(self, read: Callable[[int, int], tuple[Sequence[T], int]], ident: Callable[[T], Key], *,
+                 remember: int = 20_000) -> None:
+        self._read = read
+        self._ident = ident
+        self._offsets: LRUCache[Key, int] = LRUCache(remember)
+        self._total: int | None = None
+        self._lock = threading.Lock()  # a superseded read may still be running in another worker thread
+
+    def key(self, row: T) -> Key:
+        return self._ident(row)
+
+    def _window(self, offset: int, limit: int) -> tuple[tuple[T, ...], int]:
+        with self._lock:
+            rows, total = self._read(max(0, offset), limit)
+            self._total = total
+            for i, row in enumerate(rows):
+                self._offsets.set(self._ident(row), max(0, offset) + i)
+            return tuple(rows), total
+
+    def _offset(self, key: Key) -> int:
+        with self._lock:
+            offset = self._offsets.get(key)
+        if offset is None:
+            raise LookupError("the list moved on too far; read it again")
+        return offset
+
+    def first(self, limit: int) -> Page[T]:
+        rows, total = self._window(0, limit)
+        return Page(rows, len(rows) < total and bool(rows))
+
+    def after(self, key: Key, limit: int) -> Page[T]:
+        start = self._offset(key) + 1
+        rows, total = self._window(start, limit)
+        return Page(rows, start + len(rows) < total and bool(rows))
+
+    def before(self, key: Key, limit: int) -> Page[T]:
+        end = self._offset(key)
+        start = max(0, end - limit)
+        rows, _ = self._window(start, end - start)
+        return Page(rows, start > 0 and bool(rows))
+
+    def last(self, limit: int) -> Page[T]:
+        total = self._total
+        if total is None:
+            _, total = self._window(0, 0)
+        start = max(0, total - limit)
+        rows, _ = self._window(start, limit)
+        return Page(rows, start > 0 and bool(rows))
+
+    def total(self) -> int | None:
+        return self._total
 
 
 class ChainSource(RowSource[T]):
@@ -1313,6 +1376,7 @@ __all__ = [
     "ChainSource",
     "Column",
     "ListSource",
+    "OffsetSource",
     "Page",
     "PageFailed",
     "PageLoaded",
