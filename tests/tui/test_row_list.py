@@ -654,6 +654,9 @@ def test_offset_source_pages_by_remembered_positions() -> None:
     assert all(limit <= 10 for _, limit in calls)
     with pytest.raises(LookupError):
         offset_source(10, []).after(5, 10)  # a position it never served
+    ahead = offset_source(100, [])
+    first = ahead.adopt([item(n) for n in range(10)], 100)
+    assert first.more and ahead.after(9, 5).rows[0] == item(10)  # rows read ahead are known positions
 
 
 async def test_offset_source_in_the_widget_jumps_and_reloads() -> None:

@@ -11,8 +11,9 @@ A list supplies three things and nothing more:
   still checked, and rebuilt from its plain text if it holds a control character);
 * **a source**: a :class:`RowSource` that reads pages by keyset (:meth:`RowSource.first`,
   :meth:`RowSource.after`, and for a *reversible* source :meth:`RowSource.before` / :meth:`RowSource.last`),
-  one query per page, returning frozen :class:`Page` values. :class:`ListSource` serves a small list held in
-  memory.
+  one query per page, returning frozen :class:`Page` values. Ready-made: :class:`ListSource` (a small list held
+  in memory), :class:`OffsetSource` (a store function that reads by position and knows its total),
+  :class:`ChainSource` (sources shown one after the other, e.g. active runs, then recent runs).
 
 The widget owns the rest: the header line, the cursor and its keys, paging, clicks (a click moves the cursor,
 a double click or ``enter`` posts :class:`RowList.Selected`), :class:`RowList.Highlighted` when the cursor's
@@ -43,28 +44,37 @@ Writing a list with it::
 
     from tui import actions
     from tui.formatting import tildify, utc_minutes
-    from tui.widgets.row_list import Column, ListSource, RowList
+    from tui.widgets.row_list import Column, OffsetSource, RowList
 
-    def session_columns(now: Callable[[], float]) -> list[Column[SessionSummary]]:
-        return [
-            Column("title", "TITLE", lambda r: r.title or r.preview, min_width=16, grow=3, priority=0,
-                   style=lambda r: None if r.title else "dim"),
-            Column("id", "ID", lambda r: r.id, min_width=8, max_width=36, grow=1, priority=3,
-                   overflow="start"),
-            Column("cwd", "WORK DIR", lambda r: tildify(r.cwd), min_width=10, grow=2, priority=2,
-                   overflow="start"),
-            Column("msgs", "MSGS", lambda r: str(r.message_count), min_width=5, align="right", priority=4),
-        ]
-
-    class SessionList(RowList["SessionSummary"]):
-        BINDINGS = actions.bindings("session-list")
+    class SessionList(RowList[SessionSummary]):
+        BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("session-list")]
+        MARK_HOLD_S = 2.0
 
         def make_columns(self) -> list[Column[SessionSummary]]:
-            return session_columns(self.now)
+            return [
+                Column("pin", "", lambda r: "*" if r.pinned else "", min_width=1, style=lambda r: "accent"),
+                Column("title", "TITLE", lambda r: r.title or r.preview or "(no messages)", min_width=16, grow=4,
+                       style=lambda r: None if r.title else "dim"),
+                Column("id", "ID", lambda r: r.id, min_width=9, max_width=36, grow=1, priority=3),
+                Column("cwd", "WORK DIR", lambda r: tildify(r.cwd), min_width=10, grow=2, priority=2,
+                       overflow="start"),
+                Column("msgs", "MSGS", lambda r: str(r.message_count), min_width=5, align="right", priority=4),
+                Column("last", "LAST ACTIVE UTC", lambda r: utc_minutes(r.last_active_at), min_width=16,
+                       priority=1),
+            ]
 
-    lst = SessionList(empty_text="No sessions match.")
-    lst.set_source(SessionSource(sd, query))          # a RowSource over the store's keyset listing
-    lst.set_source(ListSource(rows, key=lambda r: r.id))   # or a small list held in memory
+    def read(offset: int, limit: int) -> tuple[list[SessionSummary], int]:   # runs in the worker thread
+        page = list_sessions(sd, flt, sort, descending, offset=offset, limit=limit)
+        return page.rows, page.total
+
+    lst = SessionList(empty_text="No sessions match.", loading_text="Loading sessions…")
+    lst.set_source(OffsetSource(read, ident=lambda r: r.id))
+    lst.set_source(ListSource(rows, key=lambda r: r.agent_session_id))  # or a small list held in memory
+
+The screen listens to ``RowList.Highlighted`` / ``RowList.Selected`` / ``RowList.Loaded`` /
+``RowList.Failed`` (``@on(RowList.Selected, "#sessions")``: ``message.control`` is the list), reads
+``lst.selected``, ``lst.count_text()``, and calls ``reload()`` (refresh, cursor kept), ``refresh_rows(ids)``
+(live hint: re-read those rows, mark the changed ones), ``show_message(text)`` (nothing to show, and why).
 
 ``row_style(row)`` (override) names a component class for the whole row (``"damaged"`` is
 ``row-list--damaged``); a column's ``style(row)`` names one for its cell. A bare name ``"warn"`` means
@@ -355,10 +365,20 @@ class OffsetSource(RowSource[T]):
     def _window(self, offset: int, limit: int) -> tuple[tuple[T, ...], int]:
         with self._lock:
             rows, total = self._read(max(0, offset), limit)
-            self._total = total
-            for i, row in enumerate(rows):
-                self._offsets.set(self._ident(row), max(0, offset) + i)
-            return tuple(rows), total
+            return self._remember(rows, total, max(0, offset)), total
+
+    def _remember(self, rows: Sequence[T], total: int, offset: int) -> tuple[T, ...]:
+        self._total = total
+        for i, row in enumerate(rows):
+            self._offsets.set(self._ident(row), offset + i)
+        return tuple(rows)
+
+    def adopt(self, rows: Sequence[T], total: int) -> Page[T]:
+        """The first page read ahead (by the caller, before the list was shown), as
+        ``set_source(source, first_page=source.adopt(rows, total), total=total)`` takes it."""
+        with self._lock:
+            kept = self._remember(rows, total, 0)
+        return Page(kept, len(kept) < total and bool(kept))
 
     def _offset(self, key: Key) -> int:
         with self._lock:
