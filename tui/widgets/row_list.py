@@ -1,0 +1,1410 @@
+"""``RowList[T]``: the one Line-API list widget every list of the app is drawn with.
+
+A list supplies three things and nothing more:
+
+* **columns**: :class:`Column` values (title, a cell function ``T -> str | Text``, min/max width, a
+  ``priority`` deciding which columns drop first when the terminal is narrow, a ``grow`` weight deciding which
+  take the extra width when it is wide, alignment, and which end of a long value is cut);
+* **cells**: the cell functions. A ``str`` cell is data and is always passed through
+  :func:`store.safetext.one_line` and drawn as plain text (never parsed as markup), so a list cannot forget the
+  safe-text boundary; a :class:`rich.text.Text` cell is trusted as already built from safe strings (it is
+  still checked, and rebuilt from its plain text if it holds a control character);
+* **a source**: a :class:`RowSource` that reads pages by keyset (:meth:`RowSource.first`,
+  :meth:`RowSource.after`, and for a *reversible* source :meth:`RowSource.before` / :meth:`RowSource.last`),
+  one query per page, returning frozen :class:`Page` values. Ready-made: :class:`ListSource` (a small list held
+  in memory), :class:`OffsetSource` (a store function that reads by position and knows its total),
+  :class:`ChainSource` (sources shown one after the other, e.g. active runs, then recent runs).
+
+The widget owns the rest: the header line, the cursor and its keys, paging, clicks (a click moves the cursor,
+a double click or ``enter`` posts :class:`RowList.Selected`), :class:`RowList.Highlighted` when the cursor's
+row changes, the styles (component classes ``row-list--*`` using theme variables; nothing assumes a colour is
+set, so ``NO_COLOR`` works), a strip cache (:class:`textual.cache.LRUCache`, dropped on resize, focus, theme
+and data changes), rows marked as changed for one refresh (:meth:`RowList.mark_changed`), live re-reads of
+named rows (:meth:`RowList.refresh_rows`) and :meth:`RowList.reload` keeping the cursor on the same row.
+
+Reading. Pages are read in a thread worker (``exclusive`` in its group: a newer read cancels an older one)
+that only posts a :class:`PageLoaded` / :class:`PageFailed` message; one handler applies it. Every read
+carries the list's generation (bumped by :meth:`RowList.set_source` / :meth:`RowList.reload`) and its own
+sequence number, and any answer that is not the one awaited is dropped. The widget holds a **window** of rows
+around the cursor: when the view comes within a screen of either end of the window and the source has more,
+the next page is read; a reversible source's window is trimmed at the far end to :attr:`RowList.WINDOW_PAGES`
+pages, so memory and the cost of a read grow with the screen, never with the table. ``G`` on a reversible
+source reads the last page directly (:meth:`RowSource.last`): a jump to the end of a million rows is one
+query. A forward-only source keeps what it read, up to :attr:`RowList.DISPLAY_CAP` rows, and the count reads
+"2,000 of >2,000" (:meth:`RowList.count_text`). A failed read is one line on screen (and a
+:class:`RowList.Failed` message), never a spinner forever; "Loading…" shows only until the first page or an
+error arrives; an empty list shows the caller's ``empty_text``.
+
+Keys. The widget defines the actions ``cursor_down``, ``cursor_up``, ``cursor_top``, ``cursor_bottom``,
+``page_down``, ``page_up``, ``select`` (and ``open``, the same as ``select``, the name the registry's
+``enter`` bindings use); it has no bindings of its own. Each list sets ``BINDINGS`` from the app's one
+registry: ``BINDINGS = actions.bindings("session-list")``.
+
+Writing a list with it::
+
+    from tui import actions
+    from tui.formatting import tildify, utc_minutes
+    from tui.widgets.row_list import Column, OffsetSource, RowList
+
+    class SessionList(RowList[SessionSummary]):
+        BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("session-list")]
+        MARK_HOLD_S = 2.0
+
+        def make_columns(self) -> list[Column[SessionSummary]]:
+            return [
+                Column("pin", "", lambda r: "*" if r.pinned else "", min_width=1, style=lambda r: "accent"),
+                Column("title", "TITLE", lambda r: r.title or r.preview or "(no messages)", min_width=16, grow=4,
+                       style=lambda r: None if r.title else "dim"),
+                Column("id", "ID", lambda r: r.id, min_width=9, max_width=36, grow=1, priority=3),
+                Column("cwd", "WORK DIR", lambda r: tildify(r.cwd), min_width=10, grow=2, priority=2,
+                       overflow="start"),
+                Column("msgs", "MSGS", lambda r: str(r.message_count), min_width=5, align="right", priority=4),
+                Column("last", "LAST ACTIVE UTC", lambda r: utc_minutes(r.last_active_at), min_width=16,
+                       priority=1),
+            ]
+
+    def read(offset: int, limit: int) -> tuple[list[SessionSummary], int]:   # runs in the worker thread
+        page = list_sessions(sd, flt, sort, descending, offset=offset, limit=limit)
+        return page.rows, page.total
+
+    lst = SessionList(empty_text="No sessions match.", loading_text="Loading sessions…")
+    lst.set_source(OffsetSource(read, ident=lambda r: r.id))
+    lst.set_source(ListSource(rows, key=lambda r: r.agent_session_id))  # or a small list held in memory
+
+The screen listens to ``RowList.Highlighted`` / ``RowList.Selected`` / ``RowList.Loaded`` /
+``RowList.Failed`` (``@on(RowList.Selected, "#sessions")``: ``message.control`` is the list), reads
+``lst.selected``, ``lst.count_text()``, and calls ``reload()`` (refresh, cursor kept), ``refresh_rows(ids)``
+(live hint: re-read those rows, mark the changed ones), ``show_message(text)`` (nothing to show, and why).
+
+``row_style(row)`` (override) names a component class for the whole row (``"damaged"`` is
+``row-list--damaged``); a column's ``style(row)`` names one for its cell. A bare name ``"warn"`` means
+``row-list--warn``; a name with ``--`` is used as it is (a subclass may add its own ``COMPONENT_CLASSES``).
+A subclass whose cells read a clock calls :meth:`RowList.refresh_cells` on its timer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+from rich.cells import cell_len
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual import events, on, work
+from textual.binding import BindingType
+from textual.cache import LRUCache
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.timer import Timer
+
+from store.safetext import one_line, safe
+
+T = TypeVar("T")
+Key = Hashable
+Align = Literal["left", "right"]
+Overflow = Literal["end", "start"]
+
+GAP = 1
+"""Cells between two columns."""
+
+GUTTER = 2
+"""Cells left of the first column: the cursor mark and the change mark."""
+
+CURSOR_MARK = "▌"
+CHANGED_MARK = "•"
+
+
+# --- columns and their layout ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Column(Generic[T]):
+    """One column of a list.
+
+    ``priority``: lower is kept longer; when the columns do not fit, the one with the highest priority value
+    goes first (of equal ones, the rightmost). ``grow``: the column's share of the width left over once every
+    kept column has its ``min_width`` (0: never wider than ``min_width``); ``max_width`` caps it (None: no cap).
+    ``overflow``: ``"end"`` cuts the end of a long value (``"abcd…"``), ``"start"`` cuts its start
+    (``"…/project"``), for paths and ids whose end tells most. ``style(row)``: a component class for the cell
+    (``"warn"`` is ``row-list--warn``) or None.
+    """
+
+    key: str
+    title: str
+    cell: Callable[[T], str | Text]
+    min_width: int = 4
+    max_width: int | None = None
+    priority: int = 0
+    grow: int = 0
+    align: Align = "left"
+    overflow: Overflow = "end"
+    style: Callable[[T], str | None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.min_width < 1:
+            raise ValueError(f"column {self.key!r}: min_width must be at least 1")
+        if self.max_width is not None and self.max_width < self.min_width:
+            raise ValueError(f"column {self.key!r}: max_width is below min_width")
+        if self.grow < 0:
+            raise ValueError(f"column {self.key!r}: grow must not be negative")
+
+
+def fit(columns: Sequence[Column[Any]], width: int, gap: int = GAP) -> list[int | None]:
+    """The width of each column in ``width`` cells (``gap`` cells between two kept columns); None: dropped.
+
+    Columns are dropped, highest ``priority`` value first (of equal ones the rightmost), until every kept one
+    has its ``min_width``. The width left over goes to the kept columns by ``grow`` weight (largest remainder;
+    ties to the leftmost), none beyond its ``max_width``; what no column can take stays blank at the right.
+    When not even the most important column fits, it alone gets all of ``width``.
+    """
+    n = len(columns)
+    if n == 0 or width <= 0:
+        return [None] * n
+    kept = list(range(n))
+
+    def need(indices: list[int]) -> int:
+        return sum(columns[i].min_width for i in indices) + gap * (len(indices) - 1)
+
+    while len(kept) > 1 and need(kept) > width:
+        victim = max(kept, key=lambda i: (columns[i].priority, i))
+        kept.remove(victim)
+    out: list[int | None] = [None] * n
+    if need(kept) > width:  # one column, wider than the screen
+        out[kept[0]] = width
+        return out
+    widths = {i: columns[i].min_width for i in kept}
+    extra = width - need(kept)
+    while extra > 0:
+        open_ = [i for i in kept if columns[i].grow > 0 and _room(columns[i], widths[i]) > 0]
+        if not open_:
+            break
+        weight = sum(columns[i].grow for i in open_)
+        shares = {i: extra * columns[i].grow // weight for i in open_}
+        left = extra - sum(shares.values())
+        by_remainder = sorted(open_, key=lambda i: (-(extra * columns[i].grow % weight), i))
+        for i in by_remainder[:left]:
+            shares[i] += 1
+        given = 0
+        for i in open_:
+            take = min(shares[i], _room(columns[i], widths[i]))
+            widths[i] += take
+            given += take
+        extra -= given
+        if given == 0:
+            break
+    for i, w in widths.items():
+        out[i] = w
+    return out
+
+
+def _room(column: Column[Any], width: int) -> int:
+    return (1 << 30) if column.max_width is None else column.max_width - width
+
+
+def cell_text(value: str | Text) -> Text:
+    """A cell's value as safe one-line ``Text``: a ``str`` through :func:`one_line` (plain, never markup); a
+    ``Text`` as it is, unless it holds a control, bidi or line-break character (then rebuilt from its plain
+    text, keeping its base style)."""
+    if isinstance(value, Text):
+        plain = value.plain
+        if safe(plain) == plain:
+            return value
+        return Text(one_line(plain), style=value.style)
+    return Text(one_line(value))
+
+
+def fit_text(text: Text, width: int, align: Align = "left", overflow: Overflow = "end") -> Text:
+    """``text`` in exactly ``width`` cells: padded on the side ``align`` says, or cut with ``…`` at the end
+    (``overflow="end"``) or at the start (``overflow="start"``)."""
+    if width <= 0:
+        return Text()
+    length = text.cell_len
+    if length > width:
+        if overflow == "start" and width > 1:
+            plain = text.plain
+            used = 0
+            start = len(plain)
+            while start > 0:
+                w = cell_len(plain[start - 1])
+                if used + w > width - 1:
+                    break
+                used += w
+                start -= 1
+            text = Text("…", style=text.style) + text[start:]
+        else:
+            text = text.copy()
+            text.truncate(width, overflow="ellipsis")
+    else:
+        text = text.copy()
+    text.align(align, width)
+    return text
+
+
+# --- sources ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One read: ``rows`` in the list's order, and whether more rows exist beyond them in the direction read
+    (after the last row for ``first`` / ``after``; before the first row for ``before`` / ``last``)."""
+
+    rows: tuple[T, ...]
+    more: bool
+
+
+class RowSource(Generic[T]):
+    """Rows in one order, read by keyset a page at a time (each call is one query; it runs in a worker thread).
+
+    ``key(row)`` is the row's keyset position (what :meth:`after` / :meth:`before` take); ``ident(row)`` the
+    row's identity (what the cursor is kept on and what :meth:`RowList.mark_changed` takes), by default its key
+    (differs when the sort key can change, e.g. ``(last_active_at, id)`` versus ``id``).
+
+    A **reversible** source also implements :meth:`before` and :meth:`last`; the widget then keeps only a few
+    pages around the cursor and ``G`` reads the last page directly. A forward-only source is read from the
+    start, a page at a time, up to the widget's display cap.
+    """
+
+    reversible: bool = False
+
+    def key(self, row: T) -> Key:
+        raise NotImplementedError
+
+    def ident(self, row: T) -> Key:
+        return self.key(row)
+
+    def first(self, limit: int) -> Page[T]:
+        """The first ``limit`` rows. (Every read: a page whose ``more`` is true holds at least one row; a source
+        that filters rows reads on until it has one or reaches the end.)"""
+        raise NotImplementedError
+
+    def after(self, key: Key, limit: int) -> Page[T]:
+        """The ``limit`` rows strictly after ``key`` (which may no longer exist)."""
+        raise NotImplementedError
+
+    def before(self, key: Key, limit: int) -> Page[T]:
+        """The ``limit`` rows strictly before ``key``, in list order (reversible sources)."""
+        raise NotImplementedError
+
+    def last(self, limit: int) -> Page[T]:
+        """The last ``limit`` rows, in list order (reversible sources)."""
+        raise NotImplementedError
+
+    def total(self) -> int | None:
+        """How many rows there are, or None when unknown or too dear to count (then "N of >N" is shown)."""
+        return None
+
+    def reread(self, idents: Sequence[Key]) -> Mapping[Key, T | None] | None:
+        """The current version of the named rows (None for a row that is gone), or None when the source
+        cannot read single rows (the widget then re-reads its window)."""
+        return None
+
+
+class ListSource(RowSource[T]):
+    """A small list held in memory, paged like any source (keys looked up in a dict: O(1) per page)."""
+
+    reversible = True
+
+    def __init__(self, rows: Iterable[T], key: Callable[[T], Key]) -> None:
+        self.rows: tuple[T, ...] = tuple(rows)
+        self._key = key
+        self._index: dict[Key, int] = {key(row): i for i, row in enumerate(self.rows)}
+
+    def key(self, row: T) -> Key:
+        return self._key(row)
+
+    def first(self, limit: int) -> Page[T]:
+        return Page(self.rows[:limit], len(self.rows) > limit)
+
+    def after(self, key: Key, limit: int) -> Page[T]:
+        i = self._index.get(key)
+        start = 0 if i is None else i + 1
+        return Page(self.rows[start:start + limit], len(self.rows) > start + limit)
+
+    def before(self, key: Key, limit: int) -> Page[T]:
+        i = self._index.get(key)
+        end = 0 if i is None else i
+        start = max(0, end - limit)
+        return Page(self.rows[start:end], start > 0)
+
+    def last(self, limit: int) -> Page[T]:
+        start = max(0, len(self.rows) - limit)
+        return Page(self.rows[start:], start > 0)
+
+    def total(self) -> int:
+        return len(self.rows)
+
+    def reread(self, idents: Sequence[Key]) -> Mapping[Key, T | None]:
+        return {ident: (self.rows[self._index[ident]] if ident in self._index else None) for ident in idents}
+
+
+class OffsetSource(RowSource[T]):
+    """A source over a store function that reads a window by position and knows the total, e.g.
+    ``lambda offset, limit: (page.rows, page.total)`` over ``store.mothx.sessions.list_sessions``, until that
+    function pages by keyset. A row's key is its ident; the position of every row served is remembered (up to
+    ``remember`` rows, least recently used first out), so ``after`` / ``before`` are one read each, and
+    ``total()`` is the total of the last read (no extra query)."""
+
+    reversible = True
+
+    def __init__(self, read: Callable[[int, int], tuple[Sequence[T], int]], ident: Callable[[T], Key], *,
+                 remember: int = 20_000) -> None:
+        self._read = read
+        self._ident = ident
+        self._offsets: LRUCache[Key, int] = LRUCache(remember)
+        self._total: int | None = None
+        self._lock = threading.Lock()  # a superseded read may still be running in another worker thread
+
+    def key(self, row: T) -> Key:
+        return self._ident(row)
+
+    def _window(self, offset: int, limit: int) -> tuple[tuple[T, ...], int]:
+        with self._lock:
+            rows, total = self._read(max(0, offset), limit)
+            return self._remember(rows, total, max(0, offset)), total
+
+    def _remember(self, rows: Sequence[T], total: int, offset: int) -> tuple[T, ...]:
+        self._total = total
+        for i, row in enumerate(rows):
+            self._offsets.set(self._ident(row), offset + i)
+        return tuple(rows)
+
+    def adopt(self, rows: Sequence[T], total: int) -> Page[T]:
+        """The first page read ahead (by the caller, before the list was shown), as
+        ``set_source(source, first_page=source.adopt(rows, total), total=total)`` takes it."""
+        with self._lock:
+            kept = self._remember(rows, total, 0)
+        return Page(kept, len(kept) < total and bool(kept))
+
+    def _offset(self, key: Key) -> int:
+        with self._lock:
+            offset = self._offsets.get(key)
+        if offset is None:
+            raise LookupError("the list moved on too far; read it again")
+        return offset
+
+    def first(self, limit: int) -> Page[T]:
+        rows, total = self._window(0, limit)
+        return Page(rows, len(rows) < total and bool(rows))
+
+    def after(self, key: Key, limit: int) -> Page[T]:
+        start = self._offset(key) + 1
+        rows, total = self._window(start, limit)
+        return Page(rows, start + len(rows) < total and bool(rows))
+
+    def before(self, key: Key, limit: int) -> Page[T]:
+        end = self._offset(key)
+        start = max(0, end - limit)
+        rows, _ = self._window(start, end - start)
+        return Page(rows, start > 0 and bool(rows))
+
+    def last(self, limit: int) -> Page[T]:
+        total = self._total
+        if total is None:
+            _, total = self._window(0, 0)
+        start = max(0, total - limit)
+        rows, _ = self._window(start, limit)
+        return Page(rows, start > 0 and bool(rows))
+
+    def total(self) -> int | None:
+        return self._total
+
+
+class ChainSource(RowSource[T]):
+    """Sources shown one after the other (the Runs list: its active runs, then its recent runs). ``part(row)``
+    says which source a row belongs to; a row's key is ``(part, key in that source)``, its ident the part's
+    ident (so a run that moves from one part to the other keeps the cursor). Reversible when every part is."""
+
+    def __init__(self, parts: Sequence[RowSource[T]], part: Callable[[T], int]) -> None:
+        if not parts:
+            raise ValueError("ChainSource needs at least one source")
+        self.parts = tuple(parts)
+        self._part = part
+        self.reversible = all(p.reversible for p in self.parts)
+
+    def key(self, row: T) -> Key:
+        i = self._part(row)
+        return (i, self.parts[i].key(row))
+
+    def ident(self, row: T) -> Key:
+        return self.parts[self._part(row)].ident(row)
+
+    def _forward(self, start: int, page: Page[T] | None, limit: int) -> Page[T]:
+        last = len(self.parts) - 1
+        i = start
+        while True:
+            if page is not None and page.rows:
+                return Page(page.rows, page.more or i < last)
+            if page is not None and page.more:  # a source broke the contract: do not loop
+                return Page((), False)
+            i += 1
+            if i > last:
+                return Page((), False)
+            page = self.parts[i].first(limit)
+
+    def _backward(self, start: int, page: Page[T] | None, limit: int) -> Page[T]:
+        i = start
+        while True:
+            if page is not None and page.rows:
+                return Page(page.rows, page.more or i > 0)
+            if page is not None and page.more:
+                return Page((), False)
+            i -= 1
+            if i < 0:
+                return Page((), False)
+            page = self.parts[i].last(limit)
+
+    def first(self, limit: int) -> Page[T]:
+        return self._forward(0, self.parts[0].first(limit), limit)
+
+    @staticmethod
+    def _split(key: Key) -> tuple[int, Key]:
+        if not (isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], int)):
+            raise ValueError(f"not a ChainSource key: {key!r}")
+        return key[0], key[1]
+
+    def after(self, key: Key, limit: int) -> Page[T]:
+        i, sub = self._split(key)
+        return self._forward(i, self.parts[i].after(sub, limit), limit)
+
+    def before(self, key: Key, limit: int) -> Page[T]:
+        i, sub = self._split(key)
+        return self._backward(i, self.parts[i].before(sub, limit), limit)
+
+    def last(self, limit: int) -> Page[T]:
+        end = len(self.parts) - 1
+        return self._backward(end, self.parts[end].last(limit), limit)
+
+    def total(self) -> int | None:
+        totals = [p.total() for p in self.parts]
+        return None if any(t is None for t in totals) else sum(t for t in totals if t is not None)
+
+    def reread(self, idents: Sequence[Key]) -> Mapping[Key, T | None] | None:
+        found: dict[Key, T | None] = dict.fromkeys(idents)
+        for p in self.parts:
+            got = p.reread(idents)
+            if got is None:
+                return None
+            for ident, row in got.items():
+                if row is not None:
+                    found[ident] = row
+        return found
+
+
+# --- reads and their messages ------------------------------------------------------------------------------------
+
+ReadKind = Literal["first", "last", "after", "before"]
+
+
+@dataclass(frozen=True)
+class Read:
+    """One page read the widget asked for. ``replace``: the page becomes the window (a jump or a reload);
+    else it extends the window at the end (``after``) or the start (``before``)."""
+
+    generation: int
+    seq: int
+    kind: ReadKind
+    limit: int
+    key: Key = None
+    replace: bool = False
+    count: bool = False  # also ask the source for its total
+    cursor_to: Literal["first", "last"] | None = None
+    keep: Key = None  # ident to put the cursor back on
+    keep_line: int = 0  # the screen line the kept row was on
+    keep_index: int = 0  # where the cursor goes when the kept row is gone
+    marks: frozenset[Key] = frozenset()  # idents to compare with what was shown, and mark when changed
+
+
+@dataclass
+class PageLoaded(Message):
+    """A page arrived (posted by the read worker; only the widget handles it)."""
+
+    bubble: ClassVar[bool] = False
+    read: Read
+    page: Page[Any]
+    total: int | None
+
+
+@dataclass
+class PageFailed(Message):
+    bubble: ClassVar[bool] = False
+    read: Read
+    error: str
+
+
+@dataclass
+class RowsReread(Message):
+    bubble: ClassVar[bool] = False
+    generation: int
+    rows: Mapping[Key, Any] | None
+    idents: tuple[Key, ...]
+    error: str = ""
+
+
+def describe(exc: BaseException) -> str:
+    """One safe line for an exception a read raised."""
+    try:
+        from tui.formatting import describe_error
+
+        return one_line(describe_error(exc))
+    except Exception:  # noqa: BLE001 - describing must never fail
+        return one_line(f"Unexpected {type(exc).__name__}: {exc}")
+
+
+@dataclass
+class _Styles:
+    base: Style
+    header: Style
+    cursor: Style
+    changed: Style
+    placeholder: Style
+    error: Style
+    parts: dict[str, Style] = field(default_factory=dict)
+
+
+# --- the widget ------------------------------------------------------------------------------------------------
+
+
+class RowList(ScrollView, Generic[T], can_focus=True, inherit_bindings=False):
+    """Rows of a :class:`RowSource` under a header line; the cursor row is highlighted. See the module doc."""
+
+    BINDINGS: ClassVar[list[BindingType]] = []
+
+    PAGE_SIZE: ClassVar[int] = 100
+    """Rows per read."""
+    WINDOW_PAGES: ClassVar[int] = 5
+    """A reversible source's window is trimmed to this many pages."""
+    DISPLAY_CAP: ClassVar[int] = 2000
+    """A forward-only source stops being read after this many rows ("2,000 of >2,000")."""
+    STRIP_CACHE: ClassVar[int] = 400
+    MARK_HOLD_S: ClassVar[float | None] = None
+    """Marks of changed rows are cleared after this many seconds (None: they stay until the next marks)."""
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "row-list--header",
+        "row-list--cursor",
+        "row-list--cursor-blurred",
+        "row-list--changed",
+        "row-list--damaged",
+        "row-list--placeholder",
+        "row-list--error",
+        "row-list--mark",
+        "row-list--dim",
+        "row-list--muted",
+        "row-list--good",
+        "row-list--warn",
+        "row-list--bad",
+        "row-list--accent",
+        "row-list--secondary",
+    }
+
+    DEFAULT_CSS = """
+    RowList {
+        overflow-x: hidden;
+        overflow-y: auto;
+        background: $surface;
+        scrollbar-gutter: stable;
+    }
+    RowList > .row-list--header { text-style: bold; color: $primary; background: $panel; }
+    RowList > .row-list--cursor { background: $primary 40%; text-style: bold; }
+    RowList > .row-list--cursor-blurred { background: $primary 15%; }
+    RowList > .row-list--changed { background: $warning 20%; }
+    RowList > .row-list--damaged { color: $error; }
+    RowList > .row-list--placeholder { color: $foreground-muted; }
+    RowList > .row-list--error { color: $error; text-style: bold; }
+    RowList > .row-list--mark { color: $warning; }
+    RowList > .row-list--dim { color: $foreground-muted; text-style: italic; }
+    RowList > .row-list--muted { color: $foreground-muted; }
+    RowList > .row-list--good { color: $success; }
+    RowList > .row-list--warn { color: $warning; }
+    RowList > .row-list--bad { color: $error; text-style: bold; }
+    RowList > .row-list--accent { color: $accent; }
+    RowList > .row-list--secondary { color: $secondary; }
+    """
+
+    # --- public messages --------------------------------------------------------------------------------------
+
+    @dataclass
+    class Highlighted(Message):
+        """The cursor's row changed (another row, or the same row re-read); ``row`` is None when empty."""
+
+        row_list: RowList[Any]
+        row: Any
+
+        @property
+        def control(self) -> RowList[Any]:
+            return self.row_list
+
+    @dataclass
+    class Selected(Message):
+        """``enter`` or a double click on ``row``."""
+
+        row_list: RowList[Any]
+        row: Any
+
+        @property
+        def control(self) -> RowList[Any]:
+            return self.row_list
+
+    @dataclass
+    class Loaded(Message):
+        """Rows arrived (a page, a reload or a re-read): counts shown elsewhere may change. ``changed``: the
+        idents marked by this update."""
+
+        row_list: RowList[Any]
+        changed: frozenset[Key] = frozenset()
+
+        @property
+        def control(self) -> RowList[Any]:
+            return self.row_list
+
+    @dataclass
+    class Failed(Message):
+        """A read failed; ``error`` is one safe line (also shown in the list)."""
+
+        row_list: RowList[Any]
+        error: str
+
+        @property
+        def control(self) -> RowList[Any]:
+            return self.row_list
+
+    # --- construction -----------------------------------------------------------------------------------------
+
+    def __init__(
+        self,
+        source: RowSource[T] | None = None,
+        *,
+        columns: Sequence[Column[T]] | None = None,
+        empty_text: str = "No rows.",
+        loading_text: str = "Loading…",
+        page_size: int | None = None,
+        name: str | None = None,
+        id: str | None = None,
+        classes: str | None = None,
+        disabled: bool = False,
+    ) -> None:
+        super().__init__(name=name, id=id, classes=classes, disabled=disabled)
+        self.columns: tuple[Column[T], ...] = tuple(columns if columns is not None else self.make_columns())
+        self.empty_text = empty_text
+        self.loading_text = loading_text
+        self.page_size = max(1, page_size or self.PAGE_SIZE)
+        self.source: RowSource[T] | None = None
+        self.generation = 0
+        self.rows: list[T] = []  # the window
+        self.has_before = False  # the source has rows before the window
+        self.has_after = False  # ... after it
+        self.loaded = False  # a page (or an error) arrived for this generation
+        self.error = ""
+        self.message = ""  # shown instead of rows (show_message)
+        self.total: int | None = None
+        self.changed: frozenset[Key] = frozenset()
+        self._cursor = 0
+        self._seq = 0
+        self._pending: Read | None = None
+        self._reread_pending: set[Key] = set()
+        self._reread_running = False
+        self._highlighted: tuple[Key, Any] | None = None
+        self._styles: _Styles | None = None
+        self._layout: tuple[int, list[int | None]] | None = None
+        self._strips: LRUCache[tuple[Key, bool, bool, int], Strip] = LRUCache(self.STRIP_CACHE)
+        self._mark_timer: Timer | None = None
+        self._idents: dict[Key, int] | None = None
+        self._ready = False
+        self._initial: tuple[RowSource[T] | None, Page[T] | None, int | None] | None = (source, None, None)
+
+    def on_mount(self) -> None:
+        self._ready = True
+        if self._initial is not None:
+            source, first_page, total = self._initial
+            self._initial = None
+            if source is not None:
+                self.set_source(source, first_page=first_page, total=total)
+
+    def make_columns(self) -> Sequence[Column[T]]:
+        """The columns, when none are passed to the constructor (override in a list)."""
+        return ()
+
+    def set_columns(self, columns: Sequence[Column[T]]) -> None:
+        self.columns = tuple(columns)
+        self._layout = None
+        self._strips.clear()
+        self.refresh()
+
+    # --- hooks ------------------------------------------------------------------------------------------------
+
+    def row_style(self, row: T) -> str | None:
+        """A component class for the whole row (``"damaged"``: ``row-list--damaged``), or None."""
+        return None
+
+    # --- data -------------------------------------------------------------------------------------------------
+
+    def set_source(
+        self,
+        source: RowSource[T] | None,
+        *,
+        keep_cursor: bool = False,
+        first_page: Page[T] | None = None,
+        total: int | None = None,
+    ) -> None:
+        """Show ``source`` (None: nothing, ``loading_text``). ``keep_cursor`` keeps the cursor on the same row when
+        the new source still has it (a refresh of the same query); else the list starts at its first row.
+
+        ``first_page`` is ``source.first(page_size)`` read already (e.g. while the screen was composed), with its
+        ``total`` when known: it is shown at once and nothing is read now."""
+        if not self._ready:  # applied on mount (reads need the app)
+            self._initial = (source, first_page, total)
+            return
+        self.source = source
+        self.message = ""
+        if keep_cursor and self.loaded and self.rows and first_page is None:
+            self.reload(keep_cursor=True)
+            return
+        self._bump()
+        self.rows = []
+        self._idents = None
+        self.has_before = self.has_after = False
+        self.loaded = False
+        self.error = ""
+        self.total = None
+        self.changed = frozenset()
+        self._cursor = 0
+        self._strips.clear()
+        self._set_virtual_size()
+        self.scroll_to(y=0, animate=False, immediate=True)
+        if source is not None:
+            read = Read(self.generation, self._next_seq(), "first", self.page_size, replace=True, count=True,
+                        cursor_to="first")
+            if first_page is not None:
+                self._pending = read
+                self._page_loaded(PageLoaded(read, first_page, total))
+                return
+            self._start(read)
+        self.refresh()
+
+    @property
+    def busy(self) -> bool:
+        """A page or a re-read is on its way."""
+        return self._pending is not None or self._reread_running
+
+    def show_message(self, text: str) -> None:
+        """Show ``text`` (an error, or why there is nothing) instead of rows; reads still on their way are
+        dropped."""
+        self._initial = None
+        self.source = None
+        self._bump()
+        self.rows = []
+        self._idents = None
+        self.has_before = self.has_after = False
+        self.loaded = True
+        self.error = ""
+        self.message = one_line(text)
+        self.total = 0
+        self._cursor = 0
+        self._strips.clear()
+        self._set_virtual_size()
+        self.refresh()
+        self._post_highlight()
+
+    def reload(self, keep_cursor: bool = True, *, marks: Iterable[Key] = ()) -> None:
+        """Re-read the window. ``keep_cursor``: the cursor stays on the same row (on the same screen line) when it
+        still exists, else at the same position; ``marks``: idents whose rows are marked when the re-read shows
+        them changed.
+
+        A reversible source reads one page from the row above the screen; a forward-only source reads what it
+        showed again from its start, in one call of at most :attr:`DISPLAY_CAP` rows (it cannot read back)."""
+        source = self.source
+        if source is None:
+            return
+        if not keep_cursor or not self.rows:
+            self.set_source(source)
+            return
+        self._bump()
+        top = int(self.scroll_offset.y)
+        cur = self._cursor
+        keep = source.ident(self.rows[cur]) if cur < len(self.rows) else None
+        read = Read(self.generation, self._next_seq(), "first", self.page_size, replace=True, count=True, keep=keep,
+                    keep_line=cur - top, keep_index=cur, marks=frozenset(marks))
+        if not source.reversible:
+            pages = -(-len(self.rows) // self.page_size)
+            read = replace(read, limit=max(self.page_size, min(self.DISPLAY_CAP, pages * self.page_size)))
+        elif self.has_before or cur >= self.page_size - self._page_rows:
+            anchor = max(0, min(top, cur) - 1)
+            read = replace(read, kind="after", key=source.key(self.rows[anchor]), keep_index=cur - anchor - 1)
+        self._start(read)
+
+    def refresh_rows(self, idents: Iterable[Key]) -> None:
+        """Re-read the named rows that are in the window and replace them in place (cursor and scroll kept);
+        the ones that changed are marked. A source that cannot read single rows re-reads the window."""
+        source = self.source
+        if source is None or not self.loaded:
+            return
+        shown = self._ident_index()
+        wanted = {ident for ident in idents if ident in shown}
+        if not wanted:
+            return
+        self._reread_pending |= wanted
+        if not self._reread_running:
+            self._start_reread()
+
+    def refresh_cells(self) -> None:
+        """Draw the rows again (cells that depend on the time, or on state the list holds outside its rows)."""
+        self._strips.clear()
+        self.refresh()
+
+    def mark_changed(self, idents: Iterable[Key]) -> None:
+        """Mark the rows of ``idents`` as changed until the next marks (or :attr:`MARK_HOLD_S`)."""
+        self.changed = frozenset(idents)
+        self._strips.clear()
+        if self._mark_timer is not None:
+            self._mark_timer.stop()
+            self._mark_timer = None
+        if self.changed and self.MARK_HOLD_S is not None:
+            self._mark_timer = self.set_timer(self.MARK_HOLD_S, self.clear_marks)
+        self.refresh()
+
+    def clear_marks(self) -> None:
+        self._mark_timer = None
+        if self.changed:
+            self.changed = frozenset()
+            self._strips.clear()
+            self.refresh()
+
+    # --- what is shown ----------------------------------------------------------------------------------------
+
+    @property
+    def cursor(self) -> int:
+        """The cursor's index in the window (:attr:`rows`)."""
+        return self._cursor
+
+    @cursor.setter
+    def cursor(self, value: int) -> None:
+        self._move_to(value)
+
+    @property
+    def selected(self) -> T | None:
+        return self.rows[self._cursor] if 0 <= self._cursor < len(self.rows) else None
+
+    def row_of(self, ident: Key) -> T | None:
+        index = self._ident_index().get(ident)
+        return None if index is None else self.rows[index]
+
+    def visible_rows(self) -> list[T]:
+        top = int(self.scroll_offset.y)
+        return self.rows[top:top + self._page_rows]
+
+    @property
+    def capped(self) -> bool:
+        """A forward-only source has more rows than the display cap."""
+        return self.has_after and not self._reversible and len(self.rows) >= self.DISPLAY_CAP
+
+    def count_text(self) -> str:
+        """How many rows: ``"10,000"`` when known; ``"2,000 of >2,000"`` when only a lower bound is."""
+        if self.total is not None:
+            return f"{self.total:,}"
+        n = len(self.rows)
+        if self.has_before or self.has_after:
+            return f"{n:,} of >{n:,}"
+        return f"{n:,}"
+
+    # --- reading ----------------------------------------------------------------------------------------------
+
+    @property
+    def _reversible(self) -> bool:
+        return self.source is not None and self.source.reversible
+
+    def _bump(self) -> None:
+        self.generation += 1
+        self._pending = None
+        self._reread_pending.clear()
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _start(self, read: Read) -> None:
+        source = self.source
+        if source is None:
+            return
+        self._pending = read
+        self._read_page(source, read)
+
+    @work(thread=True, exclusive=True, group="row-list-page", exit_on_error=False, description="Read rows")
+    def _read_page(self, source: RowSource[T], read: Read) -> None:
+        try:
+            if read.kind == "first":
+                page = source.first(read.limit)
+            elif read.kind == "last":
+                page = source.last(read.limit)
+            elif read.kind == "after":
+                page = source.after(read.key, read.limit)
+            else:
+                page = source.before(read.key, read.limit)
+            total = source.total() if read.count else None
+        except Exception as exc:  # noqa: BLE001 - any failure becomes one line on screen, never a stuck list
+            self.post_message(PageFailed(read, describe(exc)))
+            return
+        self.post_message(PageLoaded(read, page, total))
+
+    @on(PageLoaded)
+    def _page_loaded(self, message: PageLoaded) -> None:
+        message.stop()
+        read = message.read
+        if read.generation != self.generation or self._pending != read or self.source is None:
+            return  # stale: an older query, or a read that was superseded
+        self._pending = None
+        source = self.source
+        rows: list[T] = list(message.page.rows)
+        if read.count:
+            self.total = message.total
+        self.error = ""
+        changed: frozenset[Key] = frozenset()
+        if read.replace:
+            old = {source.ident(row): row for row in self.rows} if read.marks else {}
+            self.rows = rows
+            self._idents = None
+            if read.kind == "first":
+                self.has_before, self.has_after = False, message.page.more
+            elif read.kind == "last":
+                self.has_before, self.has_after = message.page.more, False
+            else:  # "after" an anchor row: the anchor is before the window
+                self.has_before, self.has_after = True, message.page.more
+            if read.marks:
+                changed = frozenset(
+                    ident for ident in read.marks if ident in old and (new := self.row_of(ident)) is not None
+                    and new != old[ident]
+                )
+            self._strips.clear()
+            self._set_virtual_size()
+            self._place_cursor(read)
+        elif read.kind == "after":
+            self._extend_end(rows, message.page.more)
+        else:
+            self._extend_start(rows, message.page.more)
+        self.loaded = True
+        if changed:
+            self.mark_changed(changed)
+        self.refresh()
+        self._post_highlight()
+        self.post_message(self.Loaded(self, changed))
+        self.call_after_refresh(self._read_edges)
+
+    @on(PageFailed)
+    def _page_failed(self, message: PageFailed) -> None:
+        message.stop()
+        read = message.read
+        if read.generation != self.generation or self._pending != read:
+            return
+        self._pending = None
+        self.loaded = True
+        self.error = message.error
+        if read.replace:
+            self.has_after = self.has_before = False  # do not read on from a window that was not replaced
+        elif read.kind == "after":
+            self.has_after = False
+        else:
+            self.has_before = False
+        self._strips.clear()
+        self._set_virtual_size()
+        self.refresh()
+        self.post_message(self.Failed(self, message.error))
+
+    def _place_cursor(self, read: Read) -> None:
+        n = len(self.rows)
+        if read.cursor_to == "last":
+            index = n - 1
+        elif read.cursor_to == "first":
+            index = 0
+        else:
+            found = self._ident_index().get(read.keep) if read.keep is not None else None
+            index = found if found is not None else read.keep_index
+        index = max(0, min(index, n - 1)) if n else 0
+        self._cursor = index
+        if read.cursor_to == "last":
+            top = max(0, n - self._page_rows)
+        elif read.cursor_to == "first":
+            top = 0
+        else:
+            top = max(0, index - max(0, min(read.keep_line, self._page_rows - 1)))
+        self.scroll_to(y=top, animate=False, immediate=True)
+        self._scroll_cursor_into_view()
+
+    def _extend_end(self, rows: list[T], more: bool) -> None:
+        source = self.source
+        assert source is not None
+        known = self._ident_index()
+        rows = [row for row in rows if source.ident(row) not in known]
+        self.rows.extend(rows)
+        self.has_after = more and bool(rows)
+        if self._reversible:
+            limit = self.WINDOW_PAGES * self.page_size
+            top = int(self.scroll_offset.y)
+            drop = min(len(self.rows) - limit, top - self._margin)
+            if drop > 0:  # (a cursor left above the screen by the mouse wheel moves to the first row kept)
+                del self.rows[:drop]
+                self.has_before = True
+                self._cursor = max(0, self._cursor - drop)
+                self._set_virtual_size()
+                self.scroll_to(y=top - drop, animate=False, immediate=True)
+        elif len(self.rows) >= self.DISPLAY_CAP:
+            if len(self.rows) > self.DISPLAY_CAP:
+                del self.rows[self.DISPLAY_CAP:]
+                self.has_after = True
+        self._idents = None
+        self._set_virtual_size()
+
+    def _extend_start(self, rows: list[T], more: bool) -> None:
+        source = self.source
+        assert source is not None
+        known = self._ident_index()
+        rows = [row for row in rows if source.ident(row) not in known]
+        self.has_before = more and bool(rows)
+        top = int(self.scroll_offset.y)
+        self.rows[:0] = rows
+        self._cursor += len(rows)
+        top += len(rows)
+        limit = self.WINDOW_PAGES * self.page_size
+        bottom = top + self._page_rows
+        drop = min(len(self.rows) - limit, len(self.rows) - bottom - self._margin)
+        if drop > 0:
+            del self.rows[len(self.rows) - drop:]
+            self.has_after = True
+            self._cursor = min(self._cursor, len(self.rows) - 1)
+        self._idents = None
+        self._set_virtual_size()
+        self.scroll_to(y=top, animate=False, immediate=True)
+
+    @property
+    def _margin(self) -> int:
+        """Rows left beyond the screen before the next page is read."""
+        return max(self._page_rows, 10)
+
+    def _read_edges(self) -> None:
+        """Read the next page when the view is within a screen of either end of the window."""
+        source = self.source
+        if source is None or self._pending is not None or not self.rows or not self.loaded:
+            return
+        top = int(self.scroll_offset.y)
+        bottom = top + self._page_rows
+        if self.has_after and len(self.rows) - bottom < self._margin and not self.capped:
+            self._start(Read(self.generation, self._next_seq(), "after", self.page_size,
+                             key=source.key(self.rows[-1])))
+        elif self.has_before and self._reversible and top < self._margin:
+            self._start(Read(self.generation, self._next_seq(), "before", self.page_size,
+                             key=source.key(self.rows[0])))
+
+    # --- re-reading named rows ----------------------------------------------------------------------------------
+
+    def _start_reread(self) -> None:
+        source = self.source
+        if source is None or not self._reread_pending:
+            return
+        batch = tuple(self._reread_pending)
+        self._reread_pending = set()
+        self._reread_running = True
+        self._reread(source, self.generation, batch)
+
+    @work(thread=True, exclusive=False, group="row-list-reread", exit_on_error=False, description="Re-read rows")
+    def _reread(self, source: RowSource[T], generation: int, idents: tuple[Key, ...]) -> None:
+        try:
+            found = source.reread(idents)
+        except Exception as exc:  # noqa: BLE001 - the rows keep what they showed; the next refresh reads again
+            self.post_message(RowsReread(generation, None, idents, describe(exc)))
+            return
+        self.post_message(RowsReread(generation, found, idents))
+
+    @on(RowsReread)
+    def _rows_reread(self, message: RowsReread) -> None:
+        message.stop()
+        self._reread_running = False
+        if message.generation == self.generation and self.source is not None and not message.error:
+            found = message.rows
+            if found is None:
+                self.reload(keep_cursor=True, marks=message.idents)
+            elif any(row is None for row in found.values()):
+                self.reload(keep_cursor=True, marks=[k for k, v in found.items() if v is not None])
+            else:
+                self.apply_rows(found)
+        if self._reread_pending:
+            self._start_reread()
+
+    def apply_rows(self, fresh: Mapping[Key, T | None]) -> frozenset[Key]:
+        """Replace rows of the window by ident (same place) and mark those that changed; returns them."""
+        index = self._ident_index()
+        changed: set[Key] = set()
+        for ident, row in fresh.items():
+            i = index.get(ident)
+            if i is not None and row is not None and row != self.rows[i]:
+                self.rows[i] = row
+                changed.add(ident)
+        self.mark_changed(changed)
+        self._post_highlight()
+        self.post_message(self.Loaded(self, frozenset(changed)))
+        return frozenset(changed)
+
+    def _ident_index(self) -> dict[Key, int]:
+        if self._idents is None:
+            source = self.source
+            self._idents = {} if source is None else {source.ident(row): i for i, row in enumerate(self.rows)}
+        return self._idents
+
+    # --- cursor and keys ----------------------------------------------------------------------------------------
+
+    @property
+    def _page_rows(self) -> int:
+        return max(1, self.scrollable_content_region.height - 1)  # the header line is not a row
+
+    def _move_to(self, index: int) -> None:
+        n = len(self.rows)
+        index = max(0, min(index, n - 1)) if n else 0
+        if index != self._cursor:
+            self._cursor = index
+            self.refresh()
+        self._scroll_cursor_into_view()
+        self._post_highlight()
+        self._read_edges()
+
+    def _scroll_cursor_into_view(self) -> None:
+        top = int(self.scroll_offset.y)
+        rows = self._page_rows
+        if self._cursor < top:
+            self.scroll_to(y=self._cursor, animate=False, immediate=True)
+        elif self._cursor >= top + rows:
+            self.scroll_to(y=self._cursor - rows + 1, animate=False, immediate=True)
+        if self._cursor == len(self.rows) - 1 and self.capped:  # show the line that says the rest is not read
+            self.scroll_to(y=self.max_scroll_y, animate=False, immediate=True)
+
+    def _post_highlight(self) -> None:
+        """Post :class:`Highlighted` when the cursor's row is another row, or the same row with other facts."""
+        if not self.loaded:
+            return
+        row = self.selected
+        source = self.source
+        ident = source.ident(row) if row is not None and source is not None else None
+        last = self._highlighted
+        self._highlighted = (ident, row)
+        if last is not None and last[0] == ident and (last[1] is row or last[1] == row):
+            return
+        self.post_message(self.Highlighted(self, row))
+
+    def action_cursor_down(self) -> None:
+        self._move_to(self._cursor + 1)
+
+    def action_cursor_up(self) -> None:
+        self._move_to(self._cursor - 1)
+
+    def action_page_down(self) -> None:
+        self._move_to(self._cursor + self._page_rows)
+
+    def action_page_up(self) -> None:
+        self._move_to(self._cursor - self._page_rows)
+
+    def action_cursor_top(self) -> None:
+        if self.has_before:
+            self._jump("first")
+        else:
+            self._move_to(0)
+
+    def action_cursor_bottom(self) -> None:
+        if self.has_after and self._reversible:
+            self._jump("last")
+        else:
+            self._move_to(len(self.rows) - 1)
+
+    def _jump(self, where: Literal["first", "last"]) -> None:
+        self._start(Read(self.generation, self._next_seq(), where, self.page_size, replace=True, cursor_to=where))
+
+    def action_select(self) -> None:
+        row = self.selected
+        if row is not None:
+            self.post_message(self.Selected(self, row))
+
+    def action_open(self) -> None:
+        """``enter`` in the registry's list scopes is bound to ``open``: the same as ``select``."""
+        self.action_select()
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y < 1 or not self.rows:
+            return
+        index = int(self.scroll_offset.y) + event.y - 1
+        if index < len(self.rows):
+            if index == self._cursor and event.chain >= 2:
+                self.action_select()
+            self._move_to(index)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        if round(old_value) != round(new_value):
+            self._read_edges()
+
+    # --- styles, geometry -----------------------------------------------------------------------------------------
+
+    def on_focus(self) -> None:
+        self._forget_styles()
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self._forget_styles()
+        self.refresh()
+
+    def notify_style_update(self) -> None:
+        self._forget_styles()
+        super().notify_style_update()
+
+    def _forget_styles(self) -> None:
+        self._styles = None
+        self._strips.clear()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._layout = None
+        self._strips.clear()
+        self._set_virtual_size()
+        self.call_after_refresh(self._read_edges)
+
+    def _set_virtual_size(self) -> None:
+        width = self.scrollable_content_region.width or self.size.width
+        self.virtual_size = Size(width, len(self.rows) + 1 + (1 if self.capped else 0))  # header, rows, cap line
+
+    def _get_styles(self) -> _Styles:
+        if self._styles is None:
+            base = self.rich_style
+            part = self.get_component_rich_style
+            self._styles = _Styles(
+                base=base,
+                header=base + part("row-list--header"),
+                cursor=base + part("row-list--cursor" if self.has_focus else "row-list--cursor-blurred"),
+                changed=base + part("row-list--changed"),
+                placeholder=base + part("row-list--placeholder", partial=True),
+                error=base + part("row-list--error", partial=True),
+            )
+        return self._styles
+
+    def _part(self, name: str) -> Style:
+        styles = self._get_styles()
+        style = styles.parts.get(name)
+        if style is None:
+            full = name if "--" in name else f"row-list--{name}"
+            try:
+                style = self.get_component_rich_style(full, partial=True)
+            except KeyError:
+                style = Style.null()
+            styles.parts[name] = style
+        return style
+
+    def _widths(self, width: int) -> list[int | None]:
+        if self._layout is None or self._layout[0] != width:
+            self._layout = (width, fit(self.columns, max(0, width - GUTTER)))
+        return self._layout[1]
+
+    # --- drawing ----------------------------------------------------------------------------------------------
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        styles = self._get_styles()
+        if y == 0:
+            return self._header_strip(width, styles.header)
+        rows = self.rows
+        if not rows:
+            if y != 1:
+                return Strip.blank(width, styles.base)
+            if self.error:
+                return self._line(f"✗ {self.error}", width, styles.error)
+            if self.message:
+                return self._line(self.message, width, styles.placeholder)
+            if not self.loaded:
+                return self._line(self.loading_text, width, styles.placeholder)
+            return self._line(self.empty_text, width, styles.placeholder)
+        if self.error and y == self._page_rows:
+            return self._line(f"✗ {self.error}", width, styles.error)
+        index = int(self.scroll_offset.y) + y - 1
+        if index >= len(rows):
+            if index == len(rows) and self.capped:
+                return self._line(f"… {self.count_text()} rows shown; the rest are not read", width,
+                                  styles.placeholder)
+            return Strip.blank(width, styles.base)
+        row = rows[index]
+        source = self.source
+        ident = source.ident(row) if source is not None else index
+        is_cursor = index == self._cursor
+        marked = ident in self.changed
+        key = (ident, is_cursor, marked, width)
+        strip = self._strips.get(key)
+        if strip is None:
+            strip = self._row_strip(row, width, is_cursor, marked)
+            self._strips.set(key, strip)
+        return strip
+
+    def _line(self, text: str, width: int, style: Style) -> Strip:
+        fitted = fit_text(Text(one_line(text)), max(0, width - GUTTER))
+        return Strip([Segment(" " * GUTTER, style), Segment(fitted.plain, style)]).crop_extend(0, width, style)
+
+    def _header_strip(self, width: int, style: Style) -> Strip:
+        segments = [Segment(" " * GUTTER, style)]
+        first = True
+        for column, w in zip(self.columns, self._widths(width), strict=True):
+            if w is None:
+                continue
+            if not first:
+                segments.append(Segment(" " * GAP, style))
+            first = False
+            segments.append(Segment(fit_text(Text(one_line(column.title)), w, column.align).plain, style))
+        return Strip(segments).crop_extend(0, width, style)
+
+    def _row_strip(self, row: T, width: int, is_cursor: bool, marked: bool) -> Strip:
+        styles = self._get_styles()
+        line = styles.cursor if is_cursor else (styles.changed if marked else styles.base)
+        row_class = self.row_style(row)
+        if row_class:
+            line = line + self._part(row_class)
+        console = self.app.console
+        segments = [
+            Segment(CURSOR_MARK if is_cursor else " ", line),
+            Segment(CHANGED_MARK if marked else " ", line + self._part("mark")),
+        ]
+        first = True
+        for column, w in zip(self.columns, self._widths(width), strict=True):
+            if w is None:
+                continue
+            if not first:
+                segments.append(Segment(" " * GAP, line))
+            first = False
+            cell_style = line
+            if column.style is not None:
+                name = column.style(row)
+                if name:
+                    cell_style = line + self._part(name)
+            try:
+                value = column.cell(row)
+            except Exception as exc:  # noqa: BLE001 - one bad cell must not take the list down
+                value = Text(f"⚠ {describe(exc)}")
+                cell_style = cell_style + self._part("bad")
+            text = fit_text(cell_text(value), w, column.align, column.overflow)
+            for segment in text.render(console):
+                if segment.text:
+                    seg_style = segment.style
+                    segments.append(Segment(segment.text, cell_style + seg_style if seg_style else cell_style))
+        return Strip(segments).crop_extend(0, width, line)
+
+
+__all__ = [
+    "GAP",
+    "GUTTER",
+    "ChainSource",
+    "Column",
+    "ListSource",
+    "OffsetSource",
+    "Page",
+    "PageFailed",
+    "PageLoaded",
+    "Read",
+    "RowList",
+    "RowSource",
+    "RowsReread",
+    "cell_text",
+    "fit",
+    "fit_text",
+]
