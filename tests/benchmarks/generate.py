@@ -19,7 +19,7 @@ import sqlite3
 import sys
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +77,7 @@ def _rfc3339(epoch: float) -> str:
     micros = int(round((epoch - whole) * 1_000_000))
     if micros >= 1_000_000:
         whole, micros = whole + 1, 0
-    base = datetime.fromtimestamp(whole, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    base = datetime.fromtimestamp(whole, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
     if micros:
         return f"{base}.{f'{micros:06d}'.rstrip('0')}Z"
     return base + "Z"
@@ -228,15 +228,15 @@ def build_large_dir(path: Path, spec: LargeDirSpec = LargeDirSpec()) -> LargeDir
     create_v43(conn)
 
     sizes = _session_sizes(spec, rng)
-    span_start = datetime(2025, 1, 1, tzinfo=timezone.utc).timestamp()
-    span = datetime(2026, 11, 1, tzinfo=timezone.utc).timestamp() - span_start
+    span_start = datetime(2025, 1, 1, tzinfo=UTC).timestamp()
+    span = datetime(2026, 11, 1, tzinfo=UTC).timestamp() - span_start
     sids = [f"{rng.getrandbits(64):016x}" for _ in sizes]
     states: list[_SessionState] = []
     keys: list[tuple[float, int, int]] = []
     types_of: list[list[str]] = []
     rare_sessions = set(rng.sample(range(2, len(sizes)), k=min(40, len(sizes) - 2)))
     session_rows = []
-    for i, (sid, size) in enumerate(zip(sids, sizes)):
+    for i, (sid, size) in enumerate(zip(sids, sizes, strict=True)):
         cwd = rng.choice(_CWDS)
         states.append(_SessionState(sid, cwd))
         types = _types_for(size, rng)
@@ -294,12 +294,12 @@ def build_large_dir(path: Path, spec: LargeDirSpec = LargeDirSpec()) -> LargeDir
     projects = [(f"proj{p:02d}", f"Project {name}", now, now) for p, name in enumerate(names)]
     conn.executemany("INSERT INTO projects (id, name, created_at, updated_at) VALUES (?,?,?,?)", projects)
     meta = []
-    for i, sid in enumerate(sids):
+    for sid in sids:
         if rng.random() < 0.3:
             meta.append((sid, rng.choice(projects)[0], 1 if rng.random() < 0.05 else 0, now))
     conn.executemany("INSERT INTO session_metadata (session_id, project_id, pinned, updated_at) VALUES (?,?,?,?)", meta)
     runs = []
-    for i, sid in enumerate(sids):
+    for sid in sids:
         if rng.random() < 0.05:
             runs.append((f"run-{sid}-1", sid, "completed", now, now, now))
     for sid in rng.sample(sids, k=min(20, len(sids))):

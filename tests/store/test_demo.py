@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from store.mothx.db import OpenMode
 from store.demo.build import (
     DEMO_MARKER,
     DEMO_NOW,
@@ -25,8 +24,9 @@ from store.demo.build import (
     ensure_demo,
 )
 from store.errors import StoreError
-from store.paths import default_demo_dir, knowledge_base_files
+from store.mothx.db import OpenMode
 from store.mothx.sessiondir import open_session_dir
+from store.paths import default_demo_dir, knowledge_base_files
 
 HEX16 = re.compile(r"^[0-9a-f]{16}$")
 OWNER = re.compile(r"^pid-(\d+)-[0-9a-f]{32}$")
