@@ -27,3 +27,26 @@ def test_readme_screenshots_exist() -> None:
     assert shots, "the README shows no screenshots"
     for shot in shots:
         assert (README.parent / shot).is_file(), shot
+
+
+SNAPSHOTS = README.parent / "tests" / "tui" / "__snapshots__"
+SCREENSHOT_SOURCES = {
+    "sessions.svg": "test_snapshots_sessions/test_sessions_screen.svg",
+    "help.svg": "test_snapshots_sessions/test_help_screen.svg",
+    "transcript.svg": "test_snapshots_transcript/test_transcript_tool_calls_and_error.svg",
+    "transcript-raw.svg": "test_snapshots_transcript/test_transcript_raw_view.svg",
+    "runs.svg": "test_snapshots_runs/test_runs_screen.svg",
+    "repair-dialog.svg": "test_snapshots_runs/test_repair_dialog.svg",
+    "checkpoints.svg": "test_snapshots_checkpoints/test_checkpoints_screen.svg",
+    "native-branches.svg": "test_snapshots_native/test_branched_claude_code_transcript.svg",
+}
+"""Each README screenshot is a copy of an accepted snapshot, so it shows what the current code draws."""
+
+
+def test_every_screenshot_is_an_accepted_snapshot() -> None:
+    shots = {p.name for p in (README.parent / "screenshots").glob("*.svg")}
+    assert shots == set(SCREENSHOT_SOURCES), "every screenshot needs its snapshot source listed here"
+    for name, source in SCREENSHOT_SOURCES.items():
+        shot = (README.parent / "screenshots" / name).read_bytes()
+        assert shot == (SNAPSHOTS / source).read_bytes(), (
+            f"screenshots/{name} differs from its snapshot: cp tests/tui/__snapshots__/{source} screenshots/{name}")
