@@ -17,10 +17,10 @@ non-empty ``message_id`` (or ``id``) whose ``role`` sets the role, ``text`` repl
 to it and ``status`` (or ``done: true``) sets the status; path segments and CAS key segments are percent-encoded
 (bytes outside ``A-Z a-z 0-9 _ -``), with ``~`` + SHA-256 for segments longer than 180 characters.
 
-Following: :func:`follow_entries` gives a screen new mothx entries by ``seq`` after a cursor, and
-:class:`NativeFollower` does the same for a Claude Code or Codex file, re-capturing it on change. Both answer
-with a :class:`FollowUpdate`: ``append`` the events, ``reload`` (a gap: partial), or ``reset`` (a new
-generation: load from scratch).
+Following: :func:`follow_entries` gives a screen new mothx entries by ``seq`` after a cursor, answering with a
+:class:`~store.agents.cursors.FollowUpdate` (cursors, replay statuses and updates live in
+:mod:`store.agents.cursors`). Following a Claude Code or Codex file is :mod:`store.agents.native_follow`;
+``NativeFollower`` and ``native_follower`` stay importable from here for older callers.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import secrets
 import tempfile
 import threading
 from abc import ABC, abstractmethod
@@ -37,9 +36,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from store.agents.cursors import (
+    ACTION_APPEND,
+    ACTION_NONE,
+    ACTION_RELOAD,
+    ACTION_RESET,
+    DEFAULT_MAX_EVENTS,
+    REPLAY_COMPLETE,
+    REPLAY_PARTIAL,
+    REPLAY_UNAVAILABLE,
+    Cursor,
+    FollowUpdate,
+    follow_update,
+    new_generation,
+)
 from store.errors import EventStoreCorrupt, StoreError
 
-DEFAULT_MAX_EVENTS = 512
 DEFAULT_CAS_RETRIES = 32
 MAX_SEQUENCE = 2**53 - 1
 SCHEMA_VERSION = 1
@@ -48,9 +60,6 @@ SCHEMA_REVISION = 1
 CAS_PREFIX = "agent-harness/sessionlog/v1"
 KIND_CHAT_STREAM = "chat_stream"
 
-REPLAY_COMPLETE = "complete"
-REPLAY_PARTIAL = "partial"
-REPLAY_UNAVAILABLE = "unavailable"
 
 
 class InvalidSessionRef(StoreError):
@@ -87,24 +96,6 @@ class Ref:
         ):
             raise InvalidSessionRef("A session log reference needs a workspace id and a session id.")
         return self
-
-
-@dataclass(frozen=True)
-class Cursor:
-    generation: str
-    sequence: int
-
-    def to_json(self) -> dict[str, object]:
-        return {"generation": self.generation, "sequence": self.sequence}
-
-    @classmethod
-    def from_json(cls, obj: object) -> Cursor:
-        if not isinstance(obj, dict):
-            raise ValueError("a cursor is an object")
-        gen, seq = obj.get("generation"), obj.get("sequence")
-        if not isinstance(gen, str) or not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-            raise ValueError("a cursor has a text generation and a non-negative integer sequence")
-        return cls(gen, seq)
 
 
 @dataclass(frozen=True)
@@ -206,10 +197,6 @@ def _payload_text(payload: str | bytes | object) -> tuple[str, Any]:
 
 def _reject(name: str) -> object:
     raise ValueError(f"{name} is not JSON")
-
-
-def new_generation() -> str:
-    return "gen-" + secrets.token_hex(16)
 
 
 _DEFAULT_GENERATION = new_generation
@@ -654,44 +641,13 @@ class CASEventLog(EventStore):
 
 # ------------------------------------------------------------------------------------------------ following
 
-ACTION_APPEND = "append"
-ACTION_RELOAD = "reload"
-ACTION_RESET = "reset"
-ACTION_NONE = "none"
-
-
-@dataclass(frozen=True)
-class FollowUpdate:
-    """What a following screen does next.
-
-    ``append``: add ``events`` (the replay was complete); ``none``: nothing new; ``reload``: events were
-    skipped (partial) — ``events`` is only the newest bounded suffix, reload the view; ``reset``: the cursor
-    names another generation (or a rewritten history) — load from scratch. ``cursor`` is where to continue.
-    """
-
-    status: str
-    action: str
-    events: tuple[Any, ...]
-    cursor: Cursor
-
-
-def _update(status: str, events: tuple[Any, ...], cursor: Cursor) -> FollowUpdate:
-    if status == REPLAY_UNAVAILABLE:
-        action = ACTION_RESET
-    elif status == REPLAY_PARTIAL:
-        action = ACTION_RELOAD
-    else:
-        action = ACTION_APPEND if events else ACTION_NONE
-    return FollowUpdate(status, action, events, cursor)
-
-
 def follow_replay(store: EventStore, ref: Ref, after: Cursor | None) -> FollowUpdate:
     """Follow a session log: the replay after ``after`` as a :class:`FollowUpdate` (None = start)."""
     if after is None:
         cur = store.cursor(ref)
-        return _update(REPLAY_UNAVAILABLE, (), cur)
+        return follow_update(REPLAY_UNAVAILABLE, (), cur)
     result = store.replay(ref, after)
-    return _update(result.status, result.events, result.through)
+    return follow_update(result.status, result.events, result.through)
 
 
 def follow_entries(sd: Any, session_id: str, after: Cursor | None, *, limit: int = DEFAULT_MAX_EVENTS) -> FollowUpdate:
@@ -712,13 +668,13 @@ def follow_entries(sd: Any, session_id: str, after: Cursor | None, *, limit: int
         top = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM entries WHERE session_id = ?", (session_id,)).fetchone()
         current = Cursor(generation, int(top[0]))
         if after is None or after.generation != generation or after.sequence > current.sequence:
-            return _update(REPLAY_UNAVAILABLE, (), current)
+            return follow_update(REPLAY_UNAVAILABLE, (), current)
         if after.sequence > 0 and conn.execute(
             "SELECT 1 FROM entries WHERE session_id = ? AND seq = ?", (session_id, after.sequence)
         ).fetchone() is None:
-            return _update(REPLAY_UNAVAILABLE, (), current)
+            return follow_update(REPLAY_UNAVAILABLE, (), current)
         if after.sequence == current.sequence:
-            return _update(REPLAY_COMPLETE, (), current)
+            return follow_update(REPLAY_COMPLETE, (), current)
         count = conn.execute(
             "SELECT count(*) FROM entries WHERE session_id = ? AND seq > ?", (session_id, after.sequence)
         ).fetchone()[0]
@@ -728,126 +684,17 @@ def follow_entries(sd: Any, session_id: str, after: Cursor | None, *, limit: int
             (session_id, after.sequence, limit),
         ).fetchall()
     events = tuple(make_row(*r) for r in reversed(rows))
-    return _update(REPLAY_PARTIAL if count > limit else REPLAY_COMPLETE, events, current)
+    return follow_update(REPLAY_PARTIAL if count > limit else REPLAY_COMPLETE, events, current)
 
 
-@dataclass(frozen=True)
-class NativeRecord:
-    line: int  # physical line number in the file
-    text: str  # the line as written (without its newline)
+__all__ = [
+    "ACTION_APPEND", "ACTION_NONE", "ACTION_RELOAD", "ACTION_RESET", "CAS_PREFIX", "DEFAULT_CAS_RETRIES",
+    "DEFAULT_MAX_EVENTS", "KIND_CHAT_STREAM", "MAX_SEQUENCE", "PROTOCOL_VERSION", "REPLAY_COMPLETE", "REPLAY_PARTIAL",
+    "REPLAY_UNAVAILABLE", "SCHEMA_REVISION", "SCHEMA_VERSION", "BlobStore", "CASEventLog", "CASRetryLimit",
+    "ChatMessage", "CorruptEventLog", "Cursor", "EventStore", "FileEventLog", "FollowUpdate", "InvalidEventPayload",
+    "InvalidSessionRef", "MemoryBlobStore", "MemoryEventLog", "NativeFollower", "NativeRecord", "Ref", "ReplayResult",
+    "SequenceExhausted", "SessionCapture", "SessionEvent", "decode_document", "encode_document", "follow_entries",
+    "follow_replay", "follow_update", "native_follower", "new_generation", "path_segment", "replay_from",
+]
 
-
-class NativeFollower:
-    """Follow a Claude Code or Codex file as it grows.
-
-    :meth:`poll` reads only what was appended since the cursor (after proving, by hash, that the part already
-    read is unchanged); a rewritten or truncated file starts a new generation (reset). A cut-off last line is
-    left until its newline arrives. When ``recapture`` is given it runs after every change (e.g. to capture
-    the session's checkpoint again; see :func:`native_follower`).
-    """
-
-    def __init__(self, path: str | os.PathLike[str], *, limit: int = DEFAULT_MAX_EVENTS,
-                 recapture: Callable[[], object] | None = None) -> None:
-        self.path = Path(path)
-        self.limit = limit
-        self.recapture = recapture
-        self.generation = ""
-        self.offset = 0
-        self.physical = 0
-        self.records: list[NativeRecord] = []
-        self._hash = hashlib.sha256()
-        self._identity: tuple[int, int] | None = None
-
-    @property
-    def cursor(self) -> Cursor:
-        return Cursor(self.generation, len(self.records))
-
-    def _restart(self) -> None:
-        self.generation = new_generation()
-        self.offset = 0
-        self.physical = 0
-        self.records = []
-        self._hash = hashlib.sha256()
-
-    def _read_new(self, fh: Any) -> list[NativeRecord]:
-        fh.seek(self.offset)
-        data = fh.read()
-        end = data.rfind(b"\n")
-        if end < 0:
-            return []
-        chunk = data[: end + 1]
-        self._hash.update(chunk)
-        self.offset += len(chunk)
-        new: list[NativeRecord] = []
-        for raw in chunk.split(b"\n")[:-1]:
-            self.physical += 1
-            if raw.strip(b" \t\r\n"):
-                new.append(NativeRecord(self.physical, raw.decode("utf-8", "replace")))
-        self.records.extend(new)
-        return new
-
-    def _prefix_intact(self, fh: Any) -> bool:
-        h = hashlib.sha256()
-        left = self.offset
-        fh.seek(0)
-        while left > 0:
-            chunk = fh.read(min(1 << 20, left))
-            if not chunk:
-                return False
-            h.update(chunk)
-            left -= len(chunk)
-        return h.digest() == self._hash.digest()
-
-    def poll(self, after: Cursor | None = None) -> FollowUpdate:
-        try:
-            st = self.path.stat()
-            fh = self.path.open("rb")
-        except OSError:
-            self._restart()
-            self._identity = None
-            return _update(REPLAY_UNAVAILABLE, (), self.cursor)
-        with fh:
-            identity = (st.st_dev, st.st_ino)
-            rewritten = (
-                not self.generation
-                or identity != self._identity
-                or st.st_size < self.offset
-                or not self._prefix_intact(fh)
-            )
-            if rewritten:
-                self._restart()
-                self._identity = identity
-                self._read_new(fh)
-                self._changed()
-                return _update(REPLAY_UNAVAILABLE, (), self.cursor)
-            new = self._read_new(fh) if st.st_size > self.offset else []
-        if new:
-            self._changed()
-        if after is None or after.generation != self.generation or after.sequence > len(self.records):
-            return _update(REPLAY_UNAVAILABLE, (), self.cursor)
-        pending = tuple(self.records[after.sequence:])
-        if len(pending) > self.limit:
-            return _update(REPLAY_PARTIAL, pending[-self.limit:], self.cursor)
-        return _update(REPLAY_COMPLETE, pending, self.cursor)
-
-    def _changed(self) -> None:
-        if self.recapture is not None:
-            self.recapture()
-
-    def lines(self) -> list[str]:
-        return [r.text for r in self.records]
-
-
-def native_follower(sd: Any, agent: str, root: str | os.PathLike[str], path: str | os.PathLike[str],
-                    *, limit: int = DEFAULT_MAX_EVENTS) -> NativeFollower:
-    """A follower that re-captures the file's session into the checkpoint store on every change (read-write
-    session directories only; in a read mode it just follows the file)."""
-    recapture: Callable[[], object] | None = None
-    if not sd.mode.is_read:
-        from store.agents.capture import capture_paths
-
-        def recapture() -> object:
-            return capture_paths(sd, agent, root, [path])
-
-    return NativeFollower(path, limit=limit, recapture=recapture)
-
+from store.agents.native_follow import NativeFollower, NativeRecord, native_follower  # noqa: E402 - moved there
