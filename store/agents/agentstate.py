@@ -123,6 +123,7 @@ from store.agents.checkpoint_runtime import (
 )
 from store.mothx.db import Database
 from store.mothx.sessiondir import SessionDir
+from store.safetext import one_line
 
 
 def _now() -> str:
@@ -190,11 +191,11 @@ def divergence(canonical: dict[str, FileShape], files: Iterable[PersistedSession
     for path, c in sorted(canonical.items()):
         f = by_path.get(path)
         if f is None:
-            return f"the canonical file {path} is missing"
+            return f"the canonical file {one_line(path)} is missing"
         if f.records < c.records:
-            return f"{path} has {f.records} records, fewer than the canonical {c.records}"
+            return f"{one_line(path)} has {f.records} records, fewer than the canonical {c.records}"
         if f.prefix_records != c.records or f.prefix_digest != c.digest:
-            return f"{path} no longer starts with the canonical {c.records} records"
+            return f"{one_line(path)} no longer starts with the canonical {c.records} records"
     return None
 
 

@@ -78,10 +78,13 @@ from store.agents.native import (
 )
 from store.agents.repair_copy import (
     INTERRUPTED_TEXT,
+    RepairCopyRefused,
     export_repaired_copy,
+    repaired_copy_name,
 )
 from store.mothx.db import Database
 from store.mothx.sessiondir import SessionDir
+from store.safetext import one_line
 
 TAIL_MEMORY_BUDGET = 64 * 1024 * 1024  # compacted tail bytes kept between the scan and the write, per session
 
@@ -89,7 +92,20 @@ TAIL_MEMORY_BUDGET = 64 * 1024 * 1024  # compacted tail bytes kept between the s
 
 
 def _unkeyed_result(agent: str, u: UnkeyedFile) -> SessionCaptureResult:
-    return SessionCaptureResult(agent, "", STATUS_UNREADABLE, 1, 0, 0, f"{u.file.rel}: {u.reason}.", (u.file.rel,))
+    return SessionCaptureResult(agent, "", STATUS_UNREADABLE, 1, 0, 0, f"{one_line(u.file.rel)}: {one_line(u.reason)}.", (u.file.rel,))
+
+
+def _id_problem(sid: str) -> str:
+    """Why an agent session id cannot key a checkpoint ("" when it can)."""
+    if not sid or sid != sid.strip():
+        return "its id is empty or has surrounding spaces"
+    try:
+        size = len(sid.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "its id is not valid UTF-8 text"
+    if size > agentstate.MAX_AGENT_SESSION_ID_BYTES:
+        return f"its id is longer than {agentstate.MAX_AGENT_SESSION_ID_BYTES} bytes"
+    return ""
 
 
 def capture_session(
@@ -108,11 +124,13 @@ def capture_session(
                 on_file(f)
         return result(STATUS_UNREADABLE, detail=f"the session has {len(source.files)} files, more than {MAX_FILES}.")
     problem = agentstate.path_problem(source.transcript)
-    if problem or sid != sid.strip() or not sid or len(sid.encode("utf-8", "surrogatepass")) > agentstate.MAX_AGENT_SESSION_ID_BYTES:
+    if not problem:
+        problem = _id_problem(sid)
+    if problem:
         for f in source.files:
             if on_file:
                 on_file(f)
-        return result(STATUS_UNREADABLE, detail=f"the session cannot be keyed ({problem or 'its id is unusable'}).")
+        return result(STATUS_UNREADABLE, detail=f"the session cannot be keyed ({one_line(problem)}).")
     canon = agentstate.read_canonical(db, agent, sid)
     shapes = canon.shapes if canon else {}
     marks = canon.restored_bytes if canon else {}
@@ -122,7 +140,7 @@ def capture_session(
     for f in source.files:
         bad = agentstate.path_problem(f.rel)
         if bad:
-            scan = FileScan(rel=f.rel, path=f.path, problem=f"{f.rel}: {bad}", problem_status=STATUS_UNREADABLE)
+            scan = FileScan(rel=f.rel, path=f.path, problem=f"{one_line(f.rel)}: {bad}", problem_status=STATUS_UNREADABLE)
         else:
             scan = scan_file(f.path, f.rel, shapes.get(f.rel), marks.get(f.rel, 0), budget)
         if scan.tail is not None:
@@ -139,13 +157,13 @@ def capture_session(
                 on_file(f)
         return result(stop.problem_status, sum(s.records for s in scans), 0, stop.problem + ".")
     pending = sum(s.pending_lines for s in scans)
-    pending_note = f" The last line of {', '.join(s.rel for s in scans if s.pending_lines)} is incomplete and was left for the next capture." if pending else ""
+    pending_note = f" The last line of {', '.join(one_line(s.rel) for s in scans if s.pending_lines)} is incomplete and was left for the next capture." if pending else ""
     total = sum(s.records for s in scans)
     live = [s for s in scans if s.records > 0]
     if shapes:
         gone = sorted(set(shapes) - {s.rel for s in live})
         if gone:
-            return result(STATUS_DIVERGENT, total, 0, f"the canonical file {gone[0]} is missing or empty.")
+            return result(STATUS_DIVERGENT, total, 0, f"the canonical file {one_line(gone[0])} is missing or empty.")
     if not live:
         return result(STATUS_UNREADABLE, 0, 0, "no file of the session holds a record." + pending_note, pending)
     if not any(s.rel == source.transcript for s in live):
@@ -159,7 +177,7 @@ def capture_session(
     )
     why = agentstate.divergence(shapes, files)
     if why:
-        return result(STATUS_DIVERGENT, total, 0, why + ".")
+        return result(STATUS_DIVERGENT, total, 0, one_line(why) + ".")
     if shapes and len(live) == len(shapes) and all(
         s.rel in shapes and shapes[s.rel].records == s.records and shapes[s.rel].digest == s.digest for s in live
     ):
@@ -182,10 +200,10 @@ def capture_session(
         outcome = agentstate.stage_version(db, fence, state, record_stream(live))
     except agentstate.SessionStateDivergent as exc:
         agentstate.mark_run_failed(db, fence)
-        return result(STATUS_DIVERGENT, total, 0, str(exc))
+        return result(STATUS_DIVERGENT, total, 0, one_line(str(exc)))
     except (agentstate.InvalidSessionState, agentstate.StaleFence, OSError) as exc:
         agentstate.mark_run_failed(db, fence)
-        return result(STATUS_UNREADABLE, total, 0, f"the capture was not stored: {exc}")
+        return result(STATUS_UNREADABLE, total, 0, f"the capture was not stored: {one_line(str(exc))}")
     agentstate.publish_head(db, fence, agentstate.KIND_CHECKPOINT)
     status = STATUS_APPENDED if shapes else STATUS_NEW
     return result(status, total, outcome.records_written, pending_note.strip(), pending)
@@ -272,6 +290,7 @@ __all__ = [
     "INTERRUPTED_TEXT",
     "OUT_OF_SYNC",
     "ProgressCallback",
+    "RepairCopyRefused",
     "STATUSES",
     "STATUS_APPENDED",
     "STATUS_DIVERGENT",
@@ -301,6 +320,7 @@ __all__ = [
     "iter_lines",
     "read_checkpoint_session",
     "record_stream",
+    "repaired_copy_name",
     "reread_tail",
     "scan_file",
     "verify",

@@ -28,6 +28,7 @@ from store.agents.native import (
     AGENT_CLAUDE_CODE,
     AGENT_CODEX,
 )
+from store.safetext import one_line
 
 _TRIM = b" \t\r\n"
 
@@ -44,19 +45,79 @@ def default_codex_root() -> Path:
 
 
 def _rel(root: Path, path: Path) -> str:
-    return path.relative_to(root).as_posix()
-
-
-def _source(root: Path, path: Path) -> SourceFile | None:
     try:
-        st = path.stat()
+        return path.relative_to(root).as_posix() if path != root else path.name or str(path)
+    except ValueError:
+        return str(path)
+
+
+def os_reason(exc: OSError) -> str:
+    """Why a file or folder cannot be read, as a short phrase: ``permission denied``, ``no such file``…"""
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    return one_line(exc.strerror or exc).lower() or "an I/O error"
+
+
+class _Walk:
+    """The files found below a root and the files and folders that could not be read (reported, not skipped)."""
+
+    def __init__(self, rel_base: Path) -> None:
+        self.rel_base = rel_base
+        self.files: list[SourceFile] = []
+        self.problems: list[UnkeyedFile] = []
+        self.seen: set[Path] = set()
+
+    def problem(self, path: Path, reason: str) -> None:
+        self.problems.append(UnkeyedFile(SourceFile(path, _rel(self.rel_base, path), 0), reason))
+
+    def entries(self, folder: Path, *, missing_ok: bool = False) -> list[os.DirEntry[str]]:
+        """The entries of ``folder`` by name; an unreadable folder is reported (a missing one only when asked)."""
+        try:
+            with os.scandir(folder) as it:
+                return sorted(it, key=lambda e: e.name)
+        except (FileNotFoundError, NotADirectoryError) as exc:
+            if not missing_ok:
+                self.problem(folder, f"the folder cannot be read ({os_reason(exc)})")
+            return []
+        except OSError as exc:
+            self.problem(folder, f"the folder cannot be read ({os_reason(exc)}); nothing in it was captured")
+            return []
+
+    def add(self, path: Path) -> None:
+        if path in self.seen:
+            return
+        self.seen.add(path)
+        try:
+            st = path.stat()
+        except OSError as exc:
+            self.problem(path, f"the file cannot be read ({os_reason(exc)})")
+            return
+        self.files.append(SourceFile(path, _rel(self.rel_base, path), st.st_size))
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
     except OSError:
-        return None
-    return SourceFile(path, _rel(root, path), st.st_size)
+        return False
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return True  # let add() report why it cannot be read
+
+
+class _Unreadable(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def _first_records(path: Path, limit_bytes: int = 4 << 20) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a file's first lines (unreadable lines skipped), for keying."""
+    """The JSON objects of a file's first lines (unreadable lines skipped), for keying; :class:`_Unreadable`
+    when the file itself cannot be read."""
     try:
         with path.open("rb") as fh:
             read = 0
@@ -72,8 +133,22 @@ def _first_records(path: Path, limit_bytes: int = 4 << 20) -> Iterator[dict[str,
                         yield obj
                 if read >= limit_bytes:
                     return
-    except OSError:
-        return
+    except OSError as exc:
+        raise _Unreadable(f"the file cannot be read ({os_reason(exc)})") from exc
+
+
+def storable(text: str) -> str:
+    """``text`` as UTF-8 can hold it: a lone surrogate (or an undecodable file name byte) becomes a
+    ``\\udXXX`` escape, so a work dir read from a record can always be stored."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _claude_key(path: Path, size: int) -> tuple[str, str, str]:
@@ -81,17 +156,20 @@ def _claude_key(path: Path, size: int) -> tuple[str, str, str]:
     if size == 0:
         return "", "", "the file is empty"
     kinds: set[str] = set()
-    for obj in _first_records(path):
-        kinds.add(str(obj.get("type", "")))
-        sid = obj.get("sessionId")
-        if isinstance(sid, str) and sid.strip():
-            cwd = obj.get("cwd") if isinstance(obj.get("cwd"), str) else ""
-            if not cwd:
-                for later in _first_records(path, 1 << 20):
-                    if isinstance(later.get("cwd"), str) and later["cwd"]:
-                        cwd = later["cwd"]
-                        break
-            return sid, cwd, ""
+    try:
+        for obj in _first_records(path):
+            kinds.add(_text(obj.get("type")))
+            sid = _text(obj.get("sessionId"))
+            if sid.strip():
+                cwd = _text(obj.get("cwd"))
+                if not cwd:
+                    for later in _first_records(path, 1 << 20):
+                        cwd = _text(later.get("cwd"))
+                        if cwd:
+                            break
+                return sid, cwd, ""
+    except _Unreadable as exc:
+        return "", "", exc.reason
     if kinds == {"summary"}:
         return "", "", "the file holds only summary records, and none names a session"
     if not kinds:
@@ -103,16 +181,18 @@ def _codex_key(path: Path, size: int) -> tuple[str, str, str]:
     if size == 0:
         return "", "", "the file is empty"
     seen = False
-    for obj in _first_records(path, 1 << 20):
-        seen = True
-        payload = obj.get("payload")
-        if obj.get("type") == "session_meta" and isinstance(payload, dict):
-            sid = payload.get("id")
-            if isinstance(sid, str) and sid.strip():
-                cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else ""
-                return sid, cwd, ""
-        if "type" not in obj and isinstance(obj.get("id"), str) and "timestamp" in obj:
-            return obj["id"], "", ""
+    try:
+        for obj in _first_records(path, 1 << 20):
+            seen = True
+            payload = obj.get("payload")
+            if obj.get("type") == "session_meta" and isinstance(payload, dict):
+                sid = _text(payload.get("id"))
+                if sid.strip():
+                    return sid, _text(payload.get("cwd")), ""
+            if "type" not in obj and _text(obj.get("id")) and "timestamp" in obj:
+                return _text(obj.get("id")), "", ""
+    except _Unreadable as exc:
+        return "", "", exc.reason
     if not seen:
         return "", "", "no line of the file is readable JSON"
     return "", "", "no session_meta record names the session"
@@ -138,7 +218,7 @@ def _group(
         if not cwd:
             main = next(m for m, _ in members if m.rel == transcript)
             cwd = str(main.path.parent)
-        sessions.append(SessionSource(agent, sid, root, tuple(m for m, _ in members), transcript, cwd))
+        sessions.append(SessionSource(agent, sid, root, tuple(m for m, _ in members), transcript, storable(cwd)))
     sessions.sort(key=lambda s: (s.transcript.encode("utf-8", "surrogatepass"), s.agent_session_id))
     unkeyed.sort(key=lambda u: u.file.rel)
     return sessions, unkeyed
@@ -177,32 +257,40 @@ def codex_path_base(base: Path) -> Path:
 
 
 def discover_claude_code(root: str | os.PathLike[str] | None = None) -> tuple[list[SessionSource], list[UnkeyedFile]]:
+    """The Claude Code sessions below ``root`` (a projects folder or one project), and the files that cannot be
+    keyed: files naming no session, and files and folders that cannot be read, each with its reason."""
     base = Path(root).expanduser().absolute() if root is not None else default_claude_code_root()
-    rel_base = claude_code_path_base(base)
-    files: list[SourceFile] = []
-    if base.is_dir():
-        folders = [base] + sorted(p for p in base.iterdir() if p.is_dir())
-        seen: set[Path] = set()
+    walk = _Walk(claude_code_path_base(base))
+    if base.is_dir() or base.exists():
+        top = walk.entries(base)
+        folders = [base] + [Path(e.path) for e in top if _is_dir(e)]
         for folder in folders:
-            candidates = sorted(folder.glob("*.jsonl")) + sorted(folder.glob("*/subagents/*.jsonl"))
-            for path in candidates:
-                if path in seen or not path.is_file():
-                    continue
-                seen.add(path)
-                src = _source(rel_base, path)
-                if src is not None:
-                    files.append(src)
-    return _group(AGENT_CLAUDE_CODE, rel_base, files, _claude_key)
+            listing = top if folder == base else walk.entries(folder)
+            for e in listing:
+                if e.name.endswith(".jsonl") and _is_file(e):
+                    walk.add(Path(e.path))
+            for e in listing:
+                if _is_dir(e):
+                    for sub in walk.entries(Path(e.path) / "subagents", missing_ok=True):
+                        if sub.name.endswith(".jsonl") and _is_file(sub):
+                            walk.add(Path(sub.path))
+    sessions, unkeyed = _group(AGENT_CLAUDE_CODE, walk.rel_base, walk.files, _claude_key)
+    return sessions, sorted(unkeyed + walk.problems, key=lambda u: u.file.rel)
 
 
 def discover_codex(root: str | os.PathLike[str] | None = None) -> tuple[list[SessionSource], list[UnkeyedFile]]:
+    """Every ``rollout-*.jsonl`` below ``root`` grouped by session, and the files that cannot be keyed
+    (naming no session, or unreadable, like unreadable folders), each with its reason."""
     base = Path(root).expanduser().absolute() if root is not None else default_codex_root()
-    rel_base = codex_path_base(base)
-    files: list[SourceFile] = []
-    if base.is_dir():
-        for path in sorted(base.rglob("rollout-*.jsonl")):
-            if path.is_file():
-                src = _source(rel_base, path)
-                if src is not None:
-                    files.append(src)
-    return _group(AGENT_CODEX, rel_base, files, _codex_key)
+    walk = _Walk(codex_path_base(base))
+    if base.exists():
+        stack = [base]
+        while stack:
+            folder = stack.pop()
+            listing = walk.entries(folder)
+            for e in listing:
+                if e.name.startswith("rollout-") and e.name.endswith(".jsonl") and _is_file(e):
+                    walk.add(Path(e.path))
+            stack.extend(sorted((Path(e.path) for e in listing if _is_dir(e) and not e.is_symlink()), reverse=True))
+    sessions, unkeyed = _group(AGENT_CODEX, walk.rel_base, walk.files, _codex_key)
+    return sessions, sorted(unkeyed + walk.problems, key=lambda u: u.file.rel)

@@ -26,6 +26,7 @@ from store.agents.capture_model import (
     STATUS_DIVERGENT,
     STATUS_UNREADABLE,
 )
+from store.safetext import one_line
 
 _READ_CHUNK = 1 << 20
 _TRIM = b" \t\r\n"
@@ -85,11 +86,17 @@ def scan_file(path: Path, rel: str, canonical: FileShape | None, hint_bytes: int
     """
     scan = FileScan(rel=rel, path=path)
     try:
-        fh = path.open("rb")
+        return _scan(scan, path, one_line(rel), canonical, hint_bytes, keep_budget)
     except OSError as exc:
-        scan.problem, scan.problem_status = f"{rel} cannot be read ({exc.strerror or exc})", STATUS_UNREADABLE
+        reason = "permission denied" if isinstance(exc, PermissionError) else one_line(exc.strerror or exc)
+        scan.problem, scan.problem_status = f"{one_line(rel)} cannot be read ({reason})", STATUS_UNREADABLE
+        scan.tail = []
         return scan
-    with fh:
+
+
+def _scan(scan: FileScan, path: Path, rel: str, canonical: FileShape | None, hint_bytes: int,
+          keep_budget: int) -> FileScan:
+    with path.open("rb") as fh:
         hasher = hashlib.sha256()
         records = 0
         restored = 0

@@ -13,6 +13,7 @@ from store.agents.agentstate import (
     PersistedSessionState,
     compact,
 )
+from store.agents.capture_discovery import os_reason
 from store.agents.capture_model import (
     DIVERGENT,
     OUT_OF_SYNC,
@@ -36,6 +37,7 @@ from store.errors import (
     SessionNotFound,
 )
 from store.mothx.sessiondir import SessionDir
+from store.safetext import one_line
 
 _TRIM = b" \t\r\n"
 
@@ -56,6 +58,35 @@ def _disk_records(path: Path) -> Iterator[tuple[int, bytes]]:
             yield physical, compact(text)
 
 
+class _DiskFile:
+    """The records of a file on disk, read lazily; ``error`` says why it cannot be read ("" while it can)."""
+
+    def __init__(self, path: Path) -> None:
+        self.error = ""
+        self._records: Iterator[tuple[int, bytes]] = iter(())
+        try:
+            if not path.is_file():
+                self.error = "is missing on disk"
+                return
+        except OSError as exc:
+            self.error = f"cannot be read on disk ({os_reason(exc)})"
+            return
+        self._records = _disk_records(path)
+
+    def next(self) -> tuple[int, bytes] | None:
+        try:
+            return next(self._records, None)
+        except OSError as exc:
+            self.error = f"cannot be read on disk ({os_reason(exc)})"
+            return None
+
+    def count_rest(self) -> int:
+        n = 0
+        while self.next() is not None:
+            n += 1
+        return n
+
+
 def verify(sd: SessionDir, agent: str, agent_session_id: str) -> VerifyResult:
     """Compare the published checkpoint of one agent session with its files on disk now (writes nothing).
 
@@ -66,14 +97,14 @@ def verify(sd: SessionDir, agent: str, agent_session_id: str) -> VerifyResult:
     """
     info = agentstate.checkpoint_info(sd, agent, agent_session_id)
     if info is None:
-        raise SessionNotFound(f"No checkpoint of {agent} session {agent_session_id} exists.")
+        raise SessionNotFound(f"No checkpoint of {one_line(agent)} session {one_line(agent_session_id)} exists.")
     if info.head is None:
         return VerifyResult(agent, agent_session_id, OUT_OF_SYNC, "", ("No checkpoint has been published.",))
     if info.head.kind == agentstate.KIND_RESET:
         return VerifyResult(agent, agent_session_id, OUT_OF_SYNC, agentstate.KIND_RESET,
                             ("The head is a reset: nothing is checkpointed until the next capture.",))
     if info.head_problem:
-        return VerifyResult(agent, agent_session_id, OUT_OF_SYNC, agentstate.KIND_CHECKPOINT, (info.head_problem,))
+        return VerifyResult(agent, agent_session_id, OUT_OF_SYNC, agentstate.KIND_CHECKPOINT, (one_line(info.head_problem),))
     root = Path(info.source_root)
     checks: list[FileVerification] = []
     new_records = 0
@@ -83,31 +114,32 @@ def verify(sd: SessionDir, agent: str, agent_session_id: str) -> VerifyResult:
         nonlocal new_records
         rec = read()
         for shape in state.files:
-            disk_path = root / shape.path
-            status, detail, disk_count = "verified", "", 0
-            disk: Iterator[tuple[int, bytes]] | None
-            try:
-                disk = _disk_records(disk_path) if disk_path.is_file() else None
-            except OSError:
-                disk = None
-            if disk is None:
-                status, detail, disk_count = DIVERGENT, f"{shape.path} is missing on disk", -1
+            shown = one_line(shape.path)
+            disk = _DiskFile(root / shape.path)
+            status, detail, disk_count = VERIFIED, "", 0
+            if disk.error:
+                status, detail, disk_count = DIVERGENT, f"{shown} {disk.error}", -1
             while rec is not None and rec.file_path == shape.path:
-                if disk is not None and status == "verified":
-                    got = next(disk, None)
-                    if got is None:
-                        status, detail = DIVERGENT, f"{shape.path} on disk ends after {disk_count} records"
+                if status == VERIFIED:
+                    got = disk.next()
+                    if disk.error:
+                        status, detail, disk_count = DIVERGENT, f"{shown} {disk.error}", -1
+                    elif got is None:
+                        status, detail = DIVERGENT, f"{shown} on disk ends after {disk_count} records"
                     else:
                         disk_count += 1
-                        if got[1] != str(rec.content).encode("utf-8"):
-                            status, detail = DIVERGENT, f"{shape.path} line {got[0]} differs from the checkpoint"
+                        if got[1] != str(rec.content).encode("utf-8", "surrogatepass"):
+                            status, detail = DIVERGENT, f"{shown} line {got[0]} differs from the checkpoint"
                 rec = read()
-            if disk is not None and status == "verified":
-                extra = sum(1 for _ in disk)
-                disk_count += extra
-                new_records += extra
-                if extra:
-                    detail = f"{shape.path} has {extra} records not captured yet"
+            if status == VERIFIED:
+                extra = disk.count_rest()
+                if disk.error:
+                    status, detail, disk_count = DIVERGENT, f"{shown} {disk.error}", -1
+                else:
+                    disk_count += extra
+                    new_records += extra
+                    if extra:
+                        detail = f"{shown} has {extra} records not captured yet"
             checks.append(FileVerification(shape.path, status, shape.records, shape.digest, disk_count, detail))
             if detail:
                 details.append(detail + ".")
@@ -117,7 +149,7 @@ def verify(sd: SessionDir, agent: str, agent_session_id: str) -> VerifyResult:
             if db is None or not agentstate.load_from(db, agent, agent_session_id, consume):
                 return VerifyResult(agent, agent_session_id, OUT_OF_SYNC, info.head.kind, ("Nothing could be loaded.",))
     except agentstate.SessionStateOutOfSync as exc:
-        return VerifyResult(agent, agent_session_id, OUT_OF_SYNC, info.head.kind, (str(exc),))
+        return VerifyResult(agent, agent_session_id, OUT_OF_SYNC, info.head.kind, (one_line(str(exc)),))
     status = DIVERGENT if any(c.status == DIVERGENT for c in checks) else VERIFIED
     return VerifyResult(agent, agent_session_id, status, info.head.kind, tuple(details), tuple(checks), new_records)
 

@@ -45,6 +45,7 @@ from store.agents.checkpoint_records import (
 from store.errors import ReadOnlyStore, SchemaIncompatible, StoreError
 from store.mothx.db import Database, open_database
 from store.mothx.sessiondir import SessionDir
+from store.safetext import one_line
 
 # ------------------------------------------------------------------------------------------- database
 
@@ -291,7 +292,7 @@ class PagedReader:
             cur.close()
             if not page:
                 raise SessionStateOutOfSync(
-                    f"Agent session checkpoint is out of sync with canonical history: {f.path} has "
+                    f"Agent session checkpoint is out of sync with canonical history: {one_line(f.path)} has "
                     f"{self.last_line} stored records, its shape says {f.records}."
                 )
             self.page = page
@@ -313,7 +314,7 @@ class PagedReader:
         path = self.state.files[self.file_index].path
         if line_number != self.last_line + 1:
             raise SessionStateOutOfSync(
-                f"Agent session checkpoint is out of sync with canonical history: {path} skips from line "
+                f"Agent session checkpoint is out of sync with canonical history: {one_line(path)} skips from line "
                 f"{self.last_line} to {line_number}."
             )
         self.last_line = line_number

@@ -30,6 +30,7 @@ from store.agents.checkpoint_model import (
     SessionStateRecord,
 )
 from store.errors import StoreError
+from store.safetext import one_line
 
 # ------------------------------------------------------------------------------- compaction and digests
 
@@ -88,6 +89,10 @@ def path_problem(path: str) -> str | None:
     """None when ``path`` is a valid relative ``.jsonl`` path (reference 4.1), else the reason."""
     if not path:
         return "the path is empty"
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return "the path is not valid UTF-8 text"
     if path != path.strip():
         return "the path has leading or trailing whitespace"
     if utf8_len(path) > MAX_PATH_BYTES:
@@ -119,6 +124,10 @@ def _is_hex64(value: str) -> bool:
 def bounded_text(value: str, name: str, limit: int) -> str | None:
     if not value.strip():
         return f"{name} is empty"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{name} is not valid UTF-8 text"
     if utf8_len(value.strip()) > limit:
         return f"{name} is longer than {limit} bytes"
     return None
@@ -151,17 +160,17 @@ def header_problem(state: PersistedSessionState) -> str | None:
     for f in state.files:
         problem = path_problem(f.path)
         if problem:
-            return f"{f.path!r}: {problem}"
+            return f"'{one_line(f.path)}': {problem}"
         key = f.path.encode("utf-8", "surrogatepass")
         if previous is not None and key <= previous:
             return "the file shapes are not in strictly increasing path order"
         previous = key
         if not 1 <= f.records <= MAX_RECORDS:
-            return f"{f.path}: the record count {f.records} is outside 1..{MAX_RECORDS}"
+            return f"{one_line(f.path)}: the record count {f.records} is outside 1..{MAX_RECORDS}"
         if not _is_hex64(f.digest):
-            return f"{f.path}: the digest is not 64 lowercase hex characters"
+            return f"{one_line(f.path)}: the digest is not 64 lowercase hex characters"
         if not 0 <= f.prefix_records <= f.records:
-            return f"{f.path}: the prefix proof covers more records than the file has"
+            return f"{one_line(f.path)}: the prefix proof covers more records than the file has"
         total += f.records
     if total != state.record_count:
         return f"the file shapes hold {total} records, the header says {state.record_count}"
@@ -178,14 +187,14 @@ def _record_text(rec: SessionStateRecord) -> str:
             return content.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise SessionStateDivergent(
-                f"Agent session state diverged from the canonical checkpoint: {rec.file_path} line "
+                f"Agent session state diverged from the canonical checkpoint: {one_line(rec.file_path)} line "
                 f"{rec.line_number} is not valid UTF-8."
             ) from exc
     try:
         content.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise SessionStateDivergent(
-            f"Agent session state diverged from the canonical checkpoint: {rec.file_path} line "
+            f"Agent session state diverged from the canonical checkpoint: {one_line(rec.file_path)} line "
             f"{rec.line_number} is not valid UTF-8."
         ) from exc
     return content
@@ -230,13 +239,13 @@ class StreamValidator:
     def _start(self, rec: SessionStateRecord) -> None:
         f = self.by_path.get(rec.file_path)
         if f is None:
-            raise self._fail(f"The record stream names {rec.file_path!r}, which the header does not declare.")
+            raise self._fail(f"The record stream names '{one_line(rec.file_path)}', which the header does not declare.")
         while self.next_index < len(self.order) and self.order[self.next_index] != f.path:
             skipped = self.by_path[self.order[self.next_index]]
             self._finish_unstreamed(skipped)
             self.next_index += 1
         if self.next_index >= len(self.order):
-            raise self._fail(f"The record stream is not in path order at {rec.file_path!r}.")
+            raise self._fail(f"The record stream is not in path order at '{one_line(rec.file_path)}'.")
         self.next_index += 1
         self.current = f
         self.file_bytes = 0
@@ -250,7 +259,7 @@ class StreamValidator:
             self.from_start = False
             self.records_seen += f.prefix_records
         else:
-            raise self._fail(f"{rec.file_path} starts at line {rec.line_number}, not line 1.")
+            raise self._fail(f"{one_line(rec.file_path)} starts at line {rec.line_number}, not line 1.")
 
     def _finish_unstreamed(self, f: PersistedSessionStateFile) -> None:
         """A file that sent no record: allowed only when its proven prefix is the whole file."""
@@ -262,7 +271,7 @@ class StreamValidator:
             if f.restored_bytes:
                 self.restored[f.path] = f.restored_bytes
             return
-        raise self._fail(f"The record stream has no records for {f.path}.")
+        raise self._fail(f"The record stream has no records for {one_line(f.path)}.")
 
     def _end_current(self) -> None:
         f = self.current
@@ -271,7 +280,7 @@ class StreamValidator:
         digest = self.hasher.hexdigest()
         if self.count != f.records or digest != f.digest:
             raise self._fail(
-                f"{f.path} ended with {self.count} records and digest {digest[:12]}…, its shape says "
+                f"{one_line(f.path)} ended with {self.count} records and digest {digest[:12]}…, its shape says "
                 f"{f.records} records and {f.digest[:12]}…."
             )
         self.files_done += 1
@@ -294,17 +303,17 @@ class StreamValidator:
             self._end_current()
             self._start(rec)
         elif rec.line_number != self.count + 1:
-            raise self._fail(f"{rec.file_path}: line {rec.line_number} follows line {self.count}.")
+            raise self._fail(f"{one_line(rec.file_path)}: line {rec.line_number} follows line {self.count}.")
         assert self.current is not None
         text = _record_text(rec).strip(" \t\r\n")
         raw = text.encode("utf-8")
         if not raw:
-            raise self._fail(f"{rec.file_path} line {rec.line_number} is empty.")
+            raise self._fail(f"{one_line(rec.file_path)} line {rec.line_number} is empty.")
         if len(raw) > MAX_LINE_BYTES:
-            raise self._fail(f"{rec.file_path} line {rec.line_number} is longer than {MAX_LINE_BYTES} bytes.")
+            raise self._fail(f"{one_line(rec.file_path)} line {rec.line_number} is longer than {MAX_LINE_BYTES} bytes.")
         problem = check_json(text)
         if problem:
-            raise self._fail(f"{rec.file_path} line {rec.line_number} is not valid JSON ({problem}).")
+            raise self._fail(f"{one_line(rec.file_path)} line {rec.line_number} is not valid JSON ({problem}).")
         packed = compact(raw)
         self.hasher.update(packed)
         self.hasher.update(b"\n")
@@ -313,7 +322,7 @@ class StreamValidator:
         self.file_bytes += len(packed) + 1
         self.restored_total += len(packed) + 1
         if self.count > self.current.records or self.records_seen > self.state.record_count:
-            raise self._fail(f"{rec.file_path} has more records than its shape declares.")
+            raise self._fail(f"{one_line(rec.file_path)} has more records than its shape declares.")
         if self.restored_total > MAX_RESTORED_BYTES:
             raise self._fail(f"The snapshot is larger than {MAX_RESTORED_BYTES} restored bytes.")
         text_out = packed.decode("utf-8") if packed is not raw else text

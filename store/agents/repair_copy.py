@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid as uuidlib
 from pathlib import Path
 from typing import Any
@@ -20,14 +21,14 @@ from store.agents.native import (
     AGENT_CLAUDE_CODE,
     AGENT_CODEX,
     K_TOOL_CALL,
+    K_UNREADABLE,
     detect_agent,
     parse_claude_code,
     parse_codex,
 )
-from store.errors import (
-    RepairRefused,
-    StoreError,
-)
+from store.errors import RepairRefused, StoreError
+from store.exports import ExportRefused, check_target, default_name, write_file
+from store.safetext import one_line
 
 # ----------------------------------------------------------------------------------------- repaired copies
 
@@ -68,32 +69,86 @@ def _codex_synthetic(call_obj: dict[str, Any], call_id: str, kind: str) -> dict[
     return {"timestamp": call_obj.get("timestamp", ""), "type": "response_item", "payload": payload}
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _dump(obj: object) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    """One compact JSONL record; a lone surrogate (which Claude Code wrote before 2.1.132) stays a ``\\udXXX``
+    escape, so the record is the same data and encodes as UTF-8."""
+    text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text).encode("utf-8")
+
+
+class RepairCopyRefused(RepairRefused, ExportRefused):
+    """The repaired copy may not be written where asked (an existing file, a link, the original itself)."""
+
+
+def repaired_copy_name(transcript: str | os.PathLike[str], n: int = 0) -> str:
+    """The default file name of a repaired copy of ``transcript``: ``<sanitized stem>.repaired.jsonl`` (with
+    ``-<n>`` for ``n > 0``), one name that stays inside the folder it is joined to."""
+    stem = Path(transcript).stem
+    return default_name(stem, f".repaired-{n}.jsonl" if n > 0 else ".repaired.jsonl")
+
+
+def _check_target(dst: Path) -> None:
+    try:
+        check_target(dst)
+    except ExportRefused as exc:
+        raise RepairCopyRefused(f"Refused: {exc}") from None
+
+
+def _reparented(raw: bytes, old: str, new: str, readable: bool) -> bytes:
+    """``raw`` with its ``parentUuid`` changed from ``old`` to ``new`` (only that text where it is unique)."""
+    needle = _dump({"parentUuid": old})[1:-1]
+    if raw.count(needle) == 1:
+        return raw.replace(needle, _dump({"parentUuid": new})[1:-1])
+    if not readable:
+        return raw  # an unreadable line is copied as it is
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return raw
+    if not isinstance(obj, dict):
+        return raw
+    obj["parentUuid"] = new
+    return _dump(obj)
+
+
+def _call_record(raw: bytes) -> dict[str, Any]:
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
 
 
 def export_repaired_copy(path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> ExportResult:
     """Write a copy of a Claude Code or Codex transcript in which every interrupted call (a call with no
     result) is closed by a synthetic ``"interrupted"`` error result placed right after it.
 
-    The original is only read. ``out_path`` must not exist (:class:`RepairRefused` otherwise). Every other line
-    is copied byte for byte; in a Claude Code copy the record that continued from the interrupted call is
-    re-parented onto the synthetic result (only its ``parentUuid`` text changes), so the chain stays linear.
+    The original is only read. The copy is written through :func:`store.exports.write_file`: ``out_path`` must
+    be a new file in an existing folder, not a symbolic link (live or dangling) and not the original; otherwise
+    :class:`RepairCopyRefused` (a :class:`RepairRefused` and an :class:`~store.exports.ExportRefused`) says
+    why in one sentence naming the real target, and nothing is written. Every other line is copied byte for
+    byte; in a Claude Code copy the record that continued from the interrupted call is re-parented onto the
+    synthetic result (only its ``parentUuid`` text changes), so the chain stays linear.
     """
     src = Path(path)
     dst = Path(out_path)
-    if dst.exists() or dst.is_symlink():
-        raise RepairRefused(f"Refused: {dst} already exists; the repaired copy must be a new file.")
     try:
-        same = dst.absolute() == src.absolute()
+        same = dst.absolute() == src.absolute() or (dst.exists() and os.path.samefile(dst, src))
     except OSError:
         same = False
     if same:
-        raise RepairRefused("Refused: the repaired copy cannot replace the original transcript.")
-    data = src.read_bytes()
+        raise RepairCopyRefused("Refused: the repaired copy cannot replace the original transcript.")
+    _check_target(dst)
+    try:
+        data = src.read_bytes()
+    except OSError as exc:
+        raise StoreError(f"{one_line(str(src))} cannot be read: {one_line(exc.strerror or exc)}.") from exc
     agent = detect_agent(data)
     if agent not in (AGENT_CLAUDE_CODE, AGENT_CODEX):
-        raise RepairRefused(f"Refused: {src.name} is neither a Claude Code nor a Codex transcript.")
+        raise RepairCopyRefused(f"Refused: {one_line(src.name)} is neither a Claude Code nor a Codex transcript.")
     transcript = parse_claude_code(data) if agent == AGENT_CLAUDE_CODE else parse_codex(data)
     by_line = {item.line: item for item in transcript.items}
     pending: dict[int, list[tuple[str, str]]] = {}  # call line -> [(call id, name)]
@@ -110,21 +165,13 @@ def export_repaired_copy(path: str | os.PathLike[str], out_path: str | os.PathLi
     for number, raw in enumerate(raw_lines, start=1):
         item = by_line.get(number)
         if agent == AGENT_CLAUDE_CODE and reparent and item is not None and item.parent_uuid in reparent:
-            old = item.parent_uuid
-            new = reparent[old]
-            needle = f'"parentUuid":"{old}"'.encode()
-            if raw.count(needle) == 1:
-                raw = raw.replace(needle, f'"parentUuid":"{new}"'.encode())
-            else:
-                obj = json.loads(raw)
-                obj["parentUuid"] = new
-                raw = _dump(obj)
+            raw = _reparented(raw, item.parent_uuid, reparent[item.parent_uuid], item.kind != K_UNREADABLE)
         out.append(raw)
         calls = pending.get(number, [])
         if not calls:
             continue
-        call_obj = json.loads(raw)
-        original = str(call_obj.get("uuid") or "")
+        call_obj = _call_record(raw)
+        original = call_obj.get("uuid") if isinstance(call_obj.get("uuid"), str) else ""
         for call_id, name in calls:
             if agent == AGENT_CLAUDE_CODE:
                 new_uuid = str(uuidlib.uuid4())
@@ -139,10 +186,7 @@ def export_repaired_copy(path: str | os.PathLike[str], out_path: str | os.PathLi
             reparent[original] = str(call_obj["uuid"])
     body = b"\n".join(out) + (b"\n" if ends_with_newline or closed else b"")
     try:
-        with dst.open("xb") as fh:
-            fh.write(body)
-    except FileExistsError as exc:
-        raise RepairRefused(f"Refused: {dst} already exists; the repaired copy must be a new file.") from exc
-    except OSError as exc:
-        raise StoreError(f"The repaired copy could not be written to {dst} ({exc.strerror or exc}).") from exc
+        write_file(dst, body)
+    except ExportRefused as exc:
+        raise RepairCopyRefused(f"Refused: {exc}") from None
     return ExportResult(str(src), str(dst), agent, tuple(closed), len(raw_lines), len(out))
