@@ -58,6 +58,7 @@ from store.agents.checkpoint_model import (
     STATE_DB,
     STATE_DIR,
     CanonicalShape,
+    CheckpointDamaged,
     CheckpointInfo,
     FileShape,
     InvalidSessionState,
@@ -78,6 +79,8 @@ from store.agents.checkpoint_model import (
     SessionStateRecord,
     StaleFence,
     now_text,
+    stored_int,
+    stored_text,
 )
 from store.agents.checkpoint_read import (
     PagedReader,
@@ -85,6 +88,7 @@ from store.agents.checkpoint_read import (
     canonical_shapes_of,
     checkpoint_info,
     decode_head,
+    decode_shapes,
     decode_state,
     has_tables,
     head,
@@ -156,11 +160,14 @@ def start_run(db: Database, agent_id: str, agent_session_id: str, source_root: s
             )
         else:
             session_id = str(row[0])
-        token = int(
-            conn.execute(
-                "UPDATE agent_state_counters SET value = value + 1 WHERE name = 'runtime_fencing_token' RETURNING value"
-            ).fetchone()[0]
-        )
+        counter = conn.execute(
+            "UPDATE agent_state_counters SET value = value + 1 WHERE name = 'runtime_fencing_token' RETURNING value"
+        ).fetchone()
+        if counter is None:
+            raise CheckpointDamaged(
+                "Agent session checkpoint is out of sync with canonical history: the fencing token counter is missing."
+            )
+        token = stored_int(counter[0], "the fencing token counter")
         if source_root is None:
             conn.execute(
                 "UPDATE agent_state_sessions SET runtime_fencing_token = ?, updated_at = ? WHERE session_id = ?",
@@ -233,7 +240,7 @@ def stage_version(
             "ON r.session_id = s.session_id AND r.run_id = ? WHERE s.session_id = ?",
             (fence.run_id, session_id),
         ).fetchone()
-        if current is None or int(current[0]) != fence.fencing_token or current[1] not in ACTIVE_RUN_STATUSES:
+        if current is None or current[0] != fence.fencing_token or current[1] not in ACTIVE_RUN_STATUSES:
             # Checked before the divergence gate so a superseded capture is told so, not told "divergent".
             raise StaleFence(
                 f"The run {fence.run_id} no longer holds the session's fence (token {fence.fencing_token}); "
@@ -272,7 +279,7 @@ def stage_version(
                 state.runtime_fencing_token,
             ),
         ).fetchone()
-        if row is None or (str(row[0]), int(row[1])) != (state.through_run_id, state.runtime_fencing_token):
+        if row is None or (row[0], row[1]) != (state.through_run_id, state.runtime_fencing_token):
             raise StaleFence(
                 f"The run {state.through_run_id} no longer holds the session's fence (token "
                 f"{state.runtime_fencing_token}); another capture superseded it."
@@ -472,6 +479,7 @@ def delete_checkpoints(sd: SessionDir, agent_id: str, agent_session_id: str) -> 
 __all__ = [
     "ACTIVE_RUN_STATUSES",
     "CanonicalShape",
+    "CheckpointDamaged",
     "CheckpointInfo",
     "FileShape",
     "INSERT_BATCH_BYTES",
@@ -519,6 +527,7 @@ __all__ = [
     "checkpoint_info",
     "compact",
     "decode_head",
+    "decode_shapes",
     "decode_state",
     "delete_checkpoints",
     "divergence",
@@ -554,6 +563,8 @@ __all__ = [
     "start_run",
     "state_db",
     "state_db_path",
+    "stored_int",
+    "stored_text",
     "utf8_len",
     "version_row",
 ]

@@ -131,7 +131,13 @@ def capture_session(
             if on_file:
                 on_file(f)
         return result(STATUS_UNREADABLE, detail=f"the session cannot be keyed ({one_line(problem)}).")
-    canon = agentstate.read_canonical(db, agent, sid)
+    try:
+        canon = agentstate.read_canonical(db, agent, sid)
+    except agentstate.SessionStateOutOfSync as exc:
+        for f in source.files:
+            if on_file:
+                on_file(f)
+        return result(STATUS_DIVERGENT, detail=f"{one_line(str(exc))} Publish a reset to capture it afresh.")
     shapes = canon.shapes if canon else {}
     marks = canon.restored_bytes if canon else {}
     scans: list[FileScan] = []
@@ -201,7 +207,7 @@ def capture_session(
     except agentstate.SessionStateDivergent as exc:
         agentstate.mark_run_failed(db, fence)
         return result(STATUS_DIVERGENT, total, 0, one_line(str(exc)))
-    except (agentstate.InvalidSessionState, agentstate.StaleFence, OSError) as exc:
+    except (agentstate.InvalidSessionState, agentstate.StaleFence, agentstate.SessionStateOutOfSync, OSError) as exc:
         agentstate.mark_run_failed(db, fence)
         return result(STATUS_UNREADABLE, total, 0, f"the capture was not stored: {one_line(str(exc))}")
     agentstate.publish_head(db, fence, agentstate.KIND_CHECKPOINT)

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from store.errors import StoreError
+from store.safetext import one_line
 
 SCHEMA_VERSION = 1
 STATE_DIR = "sessionscope"
@@ -47,6 +48,32 @@ class SessionStateDivergent(StoreError):
 
 class SessionStateOutOfSync(StoreError):
     """The head names a run with no staged version, or stored data fails validation or its digests."""
+
+
+class CheckpointDamaged(SessionStateOutOfSync):
+    """A row of the checkpoint file holds a value of the wrong type (text in an integer column, a NULL, a
+    number out of range): it was not written by Sessionscope, and that checkpoint cannot be trusted."""
+
+
+def stored_int(value: object, what: str) -> int:
+    """An integer read from a row; :class:`CheckpointDamaged` naming ``what`` for anything else (text, NULL,
+    a real, a blob)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    shown = one_line(repr(value))
+    raise CheckpointDamaged(
+        f"Agent session checkpoint is out of sync with canonical history: {what} is not an integer "
+        f"({shown[:60]}{'…' if len(shown) > 60 else ''})."
+    )
+
+
+def stored_text(value: object) -> str:
+    """A text read from a row: text as it is, NULL as "", anything else as its decimal or repr."""
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else str(value)
 
 
 class StaleFence(StoreError):

@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+# ------------------------------------------------------------------------------------------- database
 from store.agents.checkpoint_model import (
     KIND_CHECKPOINT,
     KIND_RESET,
@@ -24,6 +25,7 @@ from store.agents.checkpoint_model import (
     STATE_DB,
     STATE_DIR,
     CanonicalShape,
+    CheckpointDamaged,
     CheckpointInfo,
     FileShape,
     LoadedCheckpoint,
@@ -36,6 +38,8 @@ from store.agents.checkpoint_model import (
     SessionStateDivergent,
     SessionStateOutOfSync,
     SessionStateRecord,
+    stored_int,
+    stored_text,
 )
 from store.agents.checkpoint_records import (
     StreamValidator,
@@ -46,8 +50,6 @@ from store.errors import ReadOnlyStore, SchemaIncompatible, StoreError
 from store.mothx.db import Database, open_database
 from store.mothx.sessiondir import SessionDir
 from store.safetext import one_line
-
-# ------------------------------------------------------------------------------------------- database
 
 
 def state_db_path(sd: SessionDir) -> Path:
@@ -153,12 +155,18 @@ def session_row(conn: sqlite3.Connection, agent_id: str, agent_session_id: str) 
         conn.row_factory = None
 
 
-def decode_head(run_id: str, reset: object) -> PublicationHead:
-    if not is_uuid(str(run_id)):
+def decode_head(run_id: object, reset: object) -> PublicationHead:
+    """A publication row → head; a run id that is not a UUID or a reset flag that is not 0/1 is
+    :class:`SessionStateOutOfSync`."""
+    if not isinstance(run_id, str) or not is_uuid(run_id):
         raise SessionStateOutOfSync(
             "Agent session checkpoint is out of sync with canonical history: the head's run id is not a UUID."
         )
-    return PublicationHead(run_id=str(run_id), kind=KIND_RESET if bool(reset) else KIND_CHECKPOINT)
+    if reset not in (0, 1):
+        raise CheckpointDamaged(
+            "Agent session checkpoint is out of sync with canonical history: the head's reset flag is not 0 or 1."
+        )
+    return PublicationHead(run_id=run_id, kind=KIND_RESET if reset else KIND_CHECKPOINT)
 
 
 def read_head_row(conn: sqlite3.Connection, session_id: str) -> tuple[str, object] | None:
@@ -168,32 +176,57 @@ def read_head_row(conn: sqlite3.Connection, session_id: str) -> tuple[str, objec
     return (row[0], row[1]) if row else None
 
 
-def decode_state(row: tuple[Any, ...]) -> PersistedSessionState:
-    """A header row → state; any inconsistency is :class:`SessionStateOutOfSync`."""
-    (through_run_id, agent_id, agent_session_id, cwd, transcript_path, token, file_count, record_count, shapes) = row
+def _damaged(what: str) -> CheckpointDamaged:
+    return CheckpointDamaged(
+        f"Agent session checkpoint is out of sync with canonical history: its header cannot be read ({what})."
+    )
+
+
+def _text_column(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise _damaged(f"{what} is not stored as text")
+    return value
+
+
+def decode_shapes(text: object) -> tuple[PersistedSessionStateFile, ...]:
+    """The ``file_shapes`` JSON of a version row; :class:`CheckpointDamaged` unless it is an array of
+    ``{"path": text, "records": integer, "digest": text}`` objects."""
+    if not isinstance(text, str):
+        raise _damaged("the file shapes are not stored as text")
     try:
-        raw = json.loads(shapes)
-        if not isinstance(raw, list):
-            raise ValueError("file_shapes is not an array")
-        files = tuple(
-            PersistedSessionStateFile(path=str(s["path"]), records=int(s["records"]), digest=str(s["digest"]))
-            for s in raw
-        )
-        state = PersistedSessionState(
-            agent_id=str(agent_id),
-            agent_session_id=str(agent_session_id),
-            through_run_id=str(through_run_id),
-            cwd=str(cwd),
-            transcript_path=str(transcript_path),
-            runtime_fencing_token=int(token),
-            file_count=int(file_count),
-            record_count=int(record_count),
-            files=files,
-        )
-    except (ValueError, KeyError, TypeError) as exc:
-        raise SessionStateOutOfSync(
-            f"Agent session checkpoint is out of sync with canonical history: its header cannot be read ({exc})."
-        ) from exc
+        raw = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise _damaged("the file shapes are not valid JSON") from exc
+    if not isinstance(raw, list):
+        raise _damaged("the file shapes are not a JSON array")
+    files: list[PersistedSessionStateFile] = []
+    for s in raw:
+        path = s.get("path") if isinstance(s, dict) else None
+        records = s.get("records") if isinstance(s, dict) else None
+        digest = s.get("digest") if isinstance(s, dict) else None
+        if not isinstance(path, str) or not isinstance(digest, str) or not isinstance(records, int) or isinstance(
+            records, bool
+        ):
+            raise _damaged("a file shape is not a {path, records, digest} object")
+        files.append(PersistedSessionStateFile(path=path, records=records, digest=digest))
+    return tuple(files)
+
+
+def decode_state(row: tuple[Any, ...]) -> PersistedSessionState:
+    """A version row → state. A value of the wrong type is :class:`CheckpointDamaged`, a header that breaks
+    the checkpoint rules :class:`SessionStateOutOfSync`: never another exception."""
+    (through_run_id, agent_id, agent_session_id, cwd, transcript_path, token, file_count, record_count, shapes) = row
+    state = PersistedSessionState(
+        agent_id=_text_column(agent_id, "the agent id"),
+        agent_session_id=_text_column(agent_session_id, "the agent session id"),
+        through_run_id=_text_column(through_run_id, "the run id"),
+        cwd=_text_column(cwd, "the working directory"),
+        transcript_path=_text_column(transcript_path, "the transcript path"),
+        runtime_fencing_token=stored_int(token, "the header's runtime fencing token"),
+        file_count=stored_int(file_count, "the header's file count"),
+        record_count=stored_int(record_count, "the header's record count"),
+        files=decode_shapes(shapes),
+    )
     problem = header_problem(state)
     if problem:
         raise SessionStateOutOfSync(
@@ -225,14 +258,7 @@ def canonical_shapes_of(conn: sqlite3.Connection, session_id: str) -> dict[str, 
     ).fetchone()
     if row is None:
         return {}
-    try:
-        return {
-            str(s["path"]): FileShape(str(s["path"]), int(s["records"]), str(s["digest"])) for s in json.loads(row[0])
-        }
-    except (ValueError, KeyError, TypeError) as exc:
-        raise SessionStateOutOfSync(
-            "Agent session checkpoint is out of sync with canonical history: the canonical shapes cannot be read."
-        ) from exc
+    return {f.path: f.shape for f in decode_shapes(row[0])}
 
 
 def read_canonical(db: Database, agent_id: str, agent_session_id: str) -> CanonicalShape | None:
@@ -246,12 +272,13 @@ def read_canonical(db: Database, agent_id: str, agent_session_id: str) -> Canoni
         shapes = canonical_shapes_of(conn, sess["session_id"])
         if not shapes:
             return None
-        marks = {
-            str(p): int(n)
+        marks = {  # hints for the next capture: a mark of the wrong type is left out
+            p: n
             for p, n in conn.execute(
                 "SELECT file_path, restored_bytes FROM agent_state_file_marks WHERE session_id = ? AND through_run_id = ?",
                 (sess["session_id"], head[0]),
             )
+            if isinstance(p, str) and isinstance(n, int) and n > 0
         }
         return CanonicalShape(sess["session_id"], str(head[0]), shapes, marks)
 
@@ -285,7 +312,13 @@ class PagedReader:
             page: list[tuple[int, str]] = []
             size = 0
             for line_number, content in cur:
-                page.append((int(line_number), str(content)))
+                number = stored_int(line_number, f"a line number of {one_line(f.path)}")
+                if not isinstance(content, str):
+                    raise CheckpointDamaged(
+                        f"Agent session checkpoint is out of sync with canonical history: {one_line(f.path)} line "
+                        f"{number} is not stored as text."
+                    )
+                page.append((number, content))
                 size += len(content)
                 if size >= LOAD_PAGE_BYTES:
                     break
@@ -433,22 +466,22 @@ def list_checkpoints(sd: SessionDir, agent_id: str | None = None) -> list[Checkp
                         if head_obj.kind == KIND_CHECKPOINT:
                             row = version_row(conn, sid, head_obj.run_id)
                             if row is None:
-                                problem = f"the latest successful run {run_id} has no staged snapshot"
+                                problem = f"the latest successful run {one_line(run_id)} has no staged snapshot"
                             else:
                                 state = decode_state(row)
                     except SessionStateOutOfSync as exc:
-                        problem = str(exc)
+                        problem = one_line(str(exc))
                 out.append(
                     CheckpointInfo(
-                        session_id=str(sid),
-                        agent_id=str(agent),
-                        agent_session_id=str(asid),
-                        source_root=str(root),
+                        session_id=stored_text(sid),
+                        agent_id=stored_text(agent),
+                        agent_session_id=stored_text(asid),
+                        source_root=stored_text(root),
                         head=head_obj,
                         state=state,
                         head_problem=problem,
                         versions=int(versions),
-                        updated_at=str(updated),
+                        updated_at=stored_text(updated),
                     )
                 )
     return out

@@ -16,6 +16,7 @@ from store.agents.checkpoint_model import (
     RuntimeConfigResetInProgress,
     RuntimeConfigStale,
     now_text,
+    stored_int,
 )
 from store.agents.checkpoint_read import (
     has_tables,
@@ -32,7 +33,6 @@ def ensure_agent(conn: sqlite3.Connection, agent_id: str, now: str = "") -> None
         "INSERT INTO agent_state_agents (agent_id, created_at) VALUES (?, ?) ON CONFLICT (agent_id) DO NOTHING",
         (agent_id, now or now_text()),
     )
-
 
 # ------------------------------------------------------------------------------ runtime configuration guard
 
@@ -54,8 +54,8 @@ def runtime_config_epoch(sd: SessionDir, agent_id: str, agent_session_id: str | 
                     "SELECT runtime_config_epoch FROM agent_state_sessions WHERE agent_id = ? AND agent_session_id = ?",
                     (agent_id, agent_session_id),
                 ).fetchone()
-                session = int(srow[0]) if srow else 0
-    return RuntimeConfigEpoch(int(row[0]) if row else 0, session)
+                session = stored_int(srow[0], "the session's configuration epoch") if srow else 0
+    return RuntimeConfigEpoch(stored_int(row[0], "the agent's configuration epoch") if row else 0, session)
 
 
 def advance_runtime_config_epoch(sd: SessionDir, agent_id: str) -> int:
@@ -65,13 +65,12 @@ def advance_runtime_config_epoch(sd: SessionDir, agent_id: str) -> int:
         assert db is not None
         with db.write() as conn:
             ensure_agent(conn, agent_id)
-            return int(
-                conn.execute(
-                    "UPDATE agent_state_agents SET runtime_config_epoch = runtime_config_epoch + 1 WHERE agent_id = ? "
-                    "RETURNING runtime_config_epoch",
-                    (agent_id,),
-                ).fetchone()[0]
-            )
+            row = conn.execute(
+                "UPDATE agent_state_agents SET runtime_config_epoch = runtime_config_epoch + 1 WHERE agent_id = ? "
+                "RETURNING runtime_config_epoch",
+                (agent_id,),
+            ).fetchone()
+            return stored_int(row[0] if row else None, "the agent's configuration epoch")
 
 
 def set_runtime_reset_lease(sd: SessionDir, agent_id: str, token: str | None, expires_at: str | None) -> None:
@@ -106,7 +105,7 @@ def guard_runtime_sync(sd: SessionDir, agent_id: str, expected_epoch: int, actio
             ).fetchone()
             if row is None:
                 raise RuntimeConfigStale(f"The runtime configuration generation of {agent_id} is stale (no agent row).")
-            epoch, token, expires = int(row[0]), row[1], row[2]
+            epoch, token, expires = stored_int(row[0], "the agent's configuration epoch"), row[1], row[2]
             if token is not None and str(expires) > now_text():
                 raise RuntimeConfigResetInProgress(f"An agent runtime reset of {agent_id} is in progress.")
             if epoch != expected_epoch:
