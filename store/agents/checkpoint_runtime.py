@@ -24,6 +24,7 @@ from store.agents.checkpoint_read import (
     state_db,
 )
 from store.mothx.sessiondir import SessionDir
+from store.safetext import one_line
 
 T = TypeVar("T")
 
@@ -104,13 +105,13 @@ def guard_runtime_sync(sd: SessionDir, agent_id: str, expected_epoch: int, actio
                 (agent_id,),
             ).fetchone()
             if row is None:
-                raise RuntimeConfigStale(f"The runtime configuration generation of {agent_id} is stale (no agent row).")
+                raise RuntimeConfigStale(f"The runtime configuration generation of {one_line(agent_id)} is stale (no agent row).")
             epoch, token, expires = stored_int(row[0], "the agent's configuration epoch"), row[1], row[2]
             if token is not None and str(expires) > now_text():
-                raise RuntimeConfigResetInProgress(f"An agent runtime reset of {agent_id} is in progress.")
+                raise RuntimeConfigResetInProgress(f"An agent runtime reset of {one_line(agent_id)} is in progress.")
             if epoch != expected_epoch:
                 raise RuntimeConfigStale(
-                    f"The runtime configuration generation of {agent_id} is stale: expected epoch "
+                    f"The runtime configuration generation of {one_line(agent_id)} is stale: expected epoch "
                     f"{expected_epoch}, found {epoch}."
                 )
             return action()

@@ -91,6 +91,10 @@ def _json_error(text: str, exc: Exception, complete: bool) -> str:
         return "the line is cut off (the file ends in the middle of a record)"
     if isinstance(exc, json.JSONDecodeError):
         return f"not valid JSON: {exc.msg} at column {exc.pos + 1}"
+    if isinstance(exc, RecursionError):
+        return "not readable JSON: the record is nested too deeply"
+    if "digits" in str(exc):
+        return "not readable JSON: a number has more digits than can be read"
     return "not valid JSON"
 
 

@@ -51,6 +51,7 @@ from store.agents.cursors import (
     new_generation,
 )
 from store.errors import EventStoreCorrupt, StoreError
+from store.safetext import one_line
 
 DEFAULT_CAS_RETRIES = 32
 MAX_SEQUENCE = 2**53 - 1
@@ -192,7 +193,7 @@ def _payload_text(payload: str | bytes | object) -> tuple[str, Any]:
             value = payload
         return _compact(value), value
     except (ValueError, TypeError, UnicodeDecodeError, RecursionError) as exc:
-        raise InvalidEventPayload(f"The event payload is not valid JSON ({exc}).") from exc
+        raise InvalidEventPayload(f"The event payload is not valid JSON ({one_line(str(exc))[:200]}).") from exc
 
 
 def _reject(name: str) -> object:
@@ -290,7 +291,7 @@ def decode_document(data: bytes, ref: Ref, max_events: int, where: str = "") -> 
     """Parse and validate a stored document (reference 8.4); any failure is :class:`CorruptEventLog`."""
 
     def bad(why: str) -> CorruptEventLog:
-        return CorruptEventLog(f"The session log {where or ref.session_id} is corrupt: {why}.")
+        return CorruptEventLog(f"The session log {one_line(where or ref.session_id)} is corrupt: {one_line(why)}.")
 
     try:
         doc = json.loads(data.decode("utf-8"))
@@ -484,7 +485,7 @@ class FileEventLog(_LockedLog):
             state = _State(self._new_gen())
             self._write(ref, state)
         except OSError as exc:
-            raise StoreError(f"The session log {path} cannot be read ({exc.strerror or exc}).") from exc
+            raise StoreError(f"The session log {one_line(str(path))} cannot be read ({one_line(exc.strerror or exc)}).") from exc
         else:
             state = decode_document(data, ref, self.max_events, str(path))
         self._cache[ref] = state
@@ -522,7 +523,7 @@ class FileEventLog(_LockedLog):
             self._write(ref, new)
         except OSError as exc:
             self._cache[ref] = old
-            raise StoreError(f"The session log could not be written ({exc.strerror or exc}).") from exc
+            raise StoreError(f"The session log could not be written ({one_line(exc.strerror or exc)}).") from exc
         self._cache[ref] = new
         return True
 
@@ -611,7 +612,7 @@ class CASEventLog(EventStore):
             new, out = change(state)
             if self.blobs.compare_and_swap(key, old_bytes, encode_document(ref, new)):
                 return new, out
-        raise CASRetryLimit(f"The session log {key} kept changing: {self.max_retries} compare-and-swap attempts failed.")
+        raise CASRetryLimit(f"The session log {one_line(key)} kept changing: {self.max_retries} compare-and-swap attempts failed.")
 
     def append(self, ref: Ref, kind: str, payload: object, extra: dict[str, Any] | None = None) -> SessionEvent:
         return self._run(ref, lambda s: _append(s, ref, kind, payload, self.max_events, extra))[1]
