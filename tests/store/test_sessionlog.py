@@ -83,7 +83,7 @@ def test_replay_follows_the_reference_table(tmp_path_factory: pytest.TempPathFac
             model = Model(max_events, cursors[0].generation)
             generations.append(model.generation)
         else:
-            for n in range(int(step[1])):  # type: ignore[arg-type]
+            for n in range(int(str(step[1]))):
                 events = [log.append(REF, "note", {"n": n}) for log in logs]
                 model.sequence += 1
                 assert {e.cursor for e in events} == {Cursor(model.generation, model.sequence)}
@@ -387,7 +387,7 @@ def test_native_follower(tmp_path: Path) -> None:
 
 
 def test_native_follower_recaptures_the_session(real_fixtures: Path, tmp_path: Path) -> None:
-    from store.agents import agentstate as ast
+    from store.agents import agentstate
     from store.agents.capture import capture_codex
 
     root = tmp_path / "codex"
@@ -404,5 +404,5 @@ def test_native_follower_recaptures_the_session(real_fixtures: Path, tmp_path: P
             fh.write(b'{"timestamp":"t","type":"event_msg","payload":{"type":"task_complete"}}\n')
         update = follower.poll(cursor)
         assert update.action == "append" and len(update.events) == 1
-        cp = ast.load_checkpoint(sd, "codex", "019c8a70-dda7-7f33-98ea-f30553347322")
+        cp = agentstate.load_checkpoint(sd, "codex", "019c8a70-dda7-7f33-98ea-f30553347322")
         assert cp is not None and cp.state.record_count == 20
