@@ -445,6 +445,7 @@ def publish_reset(sd: SessionDir, agent_id: str, agent_session_id: str) -> Publi
 
 
 def fail_run(sd: SessionDir, fence: RunFence) -> None:
+    """Mark ``fence``'s run failed (it staged nothing usable); a missing checkpoint file is left alone."""
     require_state_writable(sd)
     with state_db(sd) as db:
         if db is not None:

@@ -34,10 +34,12 @@ _TRIM = b" \t\r\n"
 
 
 def default_claude_code_root() -> Path:
+    """``~/.claude/projects``: where Claude Code keeps its project folders."""
     return Path.home() / ".claude" / "projects"
 
 
 def default_codex_root() -> Path:
+    """``~/.codex/sessions``: where Codex keeps its rollouts by day."""
     return Path.home() / ".codex" / "sessions"
 
 

@@ -201,6 +201,7 @@ def reread_tail(scan: FileScan) -> Iterator[bytes]:
 
 
 def record_stream(scans: Sequence[FileScan]) -> Iterator[SessionStateRecord]:
+    """The tail records of every scanned file, numbered on from each file's canonical record count."""
     for scan in scans:
         tail = scan.tail if scan.tail is not None else reread_tail(scan)
         line = scan.tail_from

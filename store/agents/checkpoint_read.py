@@ -53,6 +53,7 @@ from store.safetext import one_line
 
 
 def state_db_path(sd: SessionDir) -> Path:
+    """``<session dir>/sessionscope/agent-state.db``: the checkpoint file of a session directory."""
     return sd.root / STATE_DIR / STATE_DB
 
 
@@ -71,6 +72,7 @@ def _split_statements(script: str) -> list[str]:
 
 
 def schema_sql() -> str:
+    """The checkpoint file's layout (``store/sql/agentstate_v1.sql``)."""
     return resources.files("store").joinpath("sql", "agentstate_v1.sql").read_text(encoding="utf-8")
 
 
@@ -113,6 +115,7 @@ def open_state_db(sd: SessionDir, *, create: bool = False) -> Database | None:
 
 @contextmanager
 def state_db(sd: SessionDir, *, create: bool = False) -> Iterator[Database | None]:
+    """The checkpoint file opened as :func:`open_state_db` does, closed on leaving (None when absent)."""
     db = open_state_db(sd, create=create)
     try:
         yield db
@@ -135,6 +138,7 @@ require_state_writable = require_state_writable
 
 
 def has_tables(conn: sqlite3.Connection) -> bool:
+    """True when the checkpoint tables exist in ``conn`` (a file opened read-only may predate them)."""
     row = conn.execute(
         "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'agent_state_publications'"
     ).fetchone()
@@ -142,6 +146,7 @@ def has_tables(conn: sqlite3.Connection) -> bool:
 
 
 def session_row(conn: sqlite3.Connection, agent_id: str, agent_session_id: str) -> sqlite3.Row | None:
+    """The ``agent_state_sessions`` row of an agent session (by column name), or None."""
     if not has_tables(conn):
         return None
     conn.row_factory = sqlite3.Row
@@ -170,6 +175,7 @@ def decode_head(run_id: object, reset: object) -> PublicationHead:
 
 
 def read_head_row(conn: sqlite3.Connection, session_id: str) -> tuple[str, object] | None:
+    """``(run_id, checkpoint_reset)`` of a session's publication head as stored, or None."""
     row = conn.execute(
         "SELECT run_id, checkpoint_reset FROM agent_state_publications WHERE session_id = ?", (session_id,)
     ).fetchone()
@@ -242,6 +248,7 @@ _STATE_COLUMNS = (
 
 
 def version_row(conn: sqlite3.Connection, session_id: str, run_id: str) -> tuple[Any, ...] | None:
+    """The header columns of the version staged under ``run_id``, or None."""
     return conn.execute(
         f"SELECT {_STATE_COLUMNS} FROM agent_state_versions WHERE session_id = ? AND through_run_id = ?",
         (session_id, run_id),
@@ -262,6 +269,9 @@ def canonical_shapes_of(conn: sqlite3.Connection, session_id: str) -> dict[str, 
 
 
 def read_canonical(db: Database, agent_id: str, agent_session_id: str) -> CanonicalShape | None:
+    """The head version's shapes and restored byte marks in an open checkpoint file (advisory, read
+    before a capture); None for no session, no head or a reset head. :class:`SessionStateOutOfSync` when the
+    stored shapes cannot be read."""
     with db.read() as conn:
         sess = session_row(conn, agent_id, agent_session_id)
         if sess is None:
@@ -362,6 +372,8 @@ class PagedReader:
 
 
 def load_from(db: Database, agent_id: str, agent_session_id: str, consume: RecordConsumer) -> bool:
+    """Stream the published checkpoint of an agent session from an open checkpoint file to
+    ``consume(state, read)`` in one read transaction (see :func:`load`); False when nothing is published."""
     with db.read() as conn:
         sess = session_row(conn, agent_id, agent_session_id)
         if sess is None:
@@ -507,6 +519,7 @@ def preview_reset(sd: SessionDir, agent_id: str, agent_session_id: str) -> Reset
 
 
 def checkpoint_info(sd: SessionDir, agent_id: str, agent_session_id: str) -> CheckpointInfo | None:
+    """The listing of one agent session (:func:`list_checkpoints`), or None when it has no checkpoint."""
     for info in list_checkpoints(sd, agent_id):
         if info.agent_session_id == agent_session_id:
             return info

@@ -82,6 +82,7 @@ def file_digest(records: Iterable[bytes]) -> str:
 
 
 def utf8_len(text: str) -> int:
+    """The UTF-8 length of ``text`` in bytes (a lone surrogate counts as its three bytes)."""
     return len(text.encode("utf-8", "surrogatepass"))
 
 
@@ -111,6 +112,7 @@ def path_problem(path: str) -> str | None:
 
 
 def is_uuid(value: str) -> bool:
+    """True when ``value`` is a UUID in its canonical lowercase form."""
     try:
         return str(uuid.UUID(value)) == value.lower()
     except (ValueError, AttributeError, TypeError):
@@ -122,6 +124,7 @@ def _is_hex64(value: str) -> bool:
 
 
 def bounded_text(value: str, name: str, limit: int) -> str | None:
+    """None when ``value`` is non-empty UTF-8 text of at most ``limit`` bytes, else why not (naming ``name``)."""
     if not value.strip():
         return f"{name} is empty"
     try:

@@ -96,10 +96,12 @@ def detect_agent(source: Iterable[bytes | str] | bytes) -> str:
 
 
 def read_claude_code_file(path: str | Path, *, known_uuids: frozenset[str] = frozenset()) -> NativeTranscript:
+    """One Claude Code file read whole (see :func:`parse_claude_code`)."""
     return parse_claude_code(Path(path).read_bytes(), str(path), known_uuids=known_uuids)
 
 
 def read_codex_file(path: str | Path) -> NativeTranscript:
+    """One Codex rollout read whole (see :func:`parse_codex`)."""
     return parse_codex(Path(path).read_bytes(), str(path))
 
 

@@ -23,10 +23,12 @@ COMMAND_PREFIXES = ("<command-name>", "<command-message>", "<local-command-", "<
 
 
 def strip_ansi(text: str) -> str:
+    """``text`` without ANSI CSI and OSC sequences (what a terminal tool printed into a transcript)."""
     return _ANSI.sub("", text)
 
 
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
     one = " ".join(text.split())
     return one if len(one) <= limit else one[: limit - 1] + "…"
 
@@ -42,6 +44,7 @@ class Line:
 
 
 def split_lines(data: bytes) -> list[Line]:
+    """The non-blank lines of ``data`` with their line numbers and whether each ended with a newline."""
     out: list[Line] = []
     parts = data.split(b"\n")
     last = len(parts) - 1
@@ -55,6 +58,7 @@ def split_lines(data: bytes) -> list[Line]:
 
 
 def lines_of(source: Iterable[bytes | str] | bytes) -> list[Line]:
+    """The lines of a file's bytes, or of an iterable of lines (bytes or text, with or without newlines)."""
     if isinstance(source, bytes):
         return split_lines(source)
     chunks = [s.encode("utf-8", "surrogatepass") if isinstance(s, str) else s for s in source]
@@ -71,6 +75,7 @@ class ParsedLine:
 
 
 def parse_line(line: Line) -> ParsedLine:
+    """One line decoded: its JSON value, or the reason it cannot be read (never an exception)."""
     raw = line.raw.strip(b" \t\r\n")
     try:
         text = raw.decode("utf-8")
@@ -99,6 +104,7 @@ def _json_error(text: str, exc: Exception, complete: bool) -> str:
 
 
 def unreadable_item(index: int, p: ParsedLine) -> NativeItem:
+    """The ``unreadable`` item of a line, with its reason and any uuid and parent uuid it still names."""
     flags = {"cut_off"} if not p.line.complete else set()
     if "glued" in p.error:
         flags.add("glued")
@@ -118,6 +124,7 @@ def unreadable_item(index: int, p: ParsedLine) -> NativeItem:
 
 
 def text_of(value: object) -> str:
+    """``value`` when it is a string, else "" (a record field of the wrong type reads as absent)."""
     return value if isinstance(value, str) else ""
 
 
@@ -132,10 +139,12 @@ def list_of(value: object) -> list[Any]:
 
 
 def int_of(value: object) -> int | None:
+    """``value`` when it is an integer (not a bool), else None."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def json_text(value: object) -> str:
+    """``value`` as text: a string as it is, anything else as JSON, None as ""."""
     if value is None:
         return ""
     if isinstance(value, str):
@@ -144,6 +153,7 @@ def json_text(value: object) -> str:
 
 
 def result_text(content: object) -> str:
+    """The text of a tool result's content (a string, or blocks of text, images and others)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -163,4 +173,5 @@ def result_text(content: object) -> str:
 
 
 def tool_text(name: str, arguments: str) -> str:
+    """``name(arguments…)``: a tool call on one line."""
     return f"{name}({preview(arguments, 200)})" if arguments else f"{name}()"

@@ -213,6 +213,8 @@ def _reduce(state: LogState, seq: int, value: Any, max_events: int) -> None:
 
 def append_event(state: LogState, ref: Ref, kind: str, payload: object, max_events: int, extra: dict[str, Any] | None = None
             ) -> tuple[LogState, SessionEvent]:
+    """The state after appending one event, and the event (reference section 5): the next sequence,
+    the bounded suffix, and the ``chat_stream`` projection."""
     if not isinstance(kind, str) or not kind:
         raise InvalidEventPayload("An event needs a kind.")
     text, value = _payload_text(payload)
@@ -256,6 +258,7 @@ def _document(ref: Ref, state: LogState) -> dict[str, object]:
 
 
 def encode_document(ref: Ref, state: LogState) -> bytes:
+    """The stored JSON document of a log (reference 8.3)."""
     return (json.dumps(_document(ref, state), ensure_ascii=False, indent=2) + "\n").encode("utf-8")
 
 

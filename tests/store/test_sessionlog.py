@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from store.agents import native_follow
 from store.agents import sessionlog as sl
 from store.agents.sessionlog import (
     CASEventLog,
@@ -364,7 +365,7 @@ def test_native_follower(tmp_path: Path) -> None:
     path = tmp_path / "rollout.jsonl"
     path.write_bytes(b'{"a":1}\n{"a":2}\n')
     runs: list[int] = []
-    f = sl.NativeFollower(path, limit=3, recapture=lambda: runs.append(1))
+    f = native_follow.NativeFollower(path, limit=3, recapture=lambda: runs.append(1))
     start = f.poll(None)
     assert start.action == "reset" and start.cursor.sequence == 2 and f.lines() == ['{"a":1}', '{"a":2}']
     with path.open("ab") as fh:
@@ -398,7 +399,7 @@ def test_native_follower_recaptures_the_session(real_fixtures: Path, tmp_path: P
     (target / name).write_bytes((src / name).read_bytes())
     with open_session_dir(tmp_path / "s", create=True) as sd:
         capture_codex(sd, root)
-        follower = sl.native_follower(sd, "codex", root, target / name)
+        follower = native_follow.native_follower(sd, "codex", root, target / name)
         cursor = follower.poll(None).cursor
         with (target / name).open("ab") as fh:
             fh.write(b'{"timestamp":"t","type":"event_msg","payload":{"type":"task_complete"}}\n')
