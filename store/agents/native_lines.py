@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from store.agents.native_model import K_UNREADABLE, PREVIEW_CHARS, NativeItem
+from store.safetext import one_line
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 SALVAGE_UUID = re.compile(r'"uuid"\s*:\s*"([^"\\]{1,200})"')
@@ -28,8 +29,9 @@ def strip_ansi(text: str) -> str:
 
 
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
-    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
-    one = " ".join(text.split())
+    """``text`` as one safe line (:func:`store.safetext.one_line`), cut to ``limit`` characters with an ellipsis:
+    branch previews and the text of records read only for a title."""
+    one = one_line(text)
     return one if len(one) <= limit else one[: limit - 1] + "…"
 
 
