@@ -37,6 +37,8 @@ from store.agents.capture_discovery import (
     default_codex_root,
     discover_claude_code,
     discover_codex,
+    os_reason,
+    storable,
 )
 from store.agents.capture_model import (
     DIVERGENT,
@@ -324,10 +326,12 @@ __all__ = [
     "discover_codex",
     "export_repaired_copy",
     "iter_lines",
+    "os_reason",
     "read_checkpoint_session",
     "record_stream",
     "repaired_copy_name",
     "reread_tail",
     "scan_file",
+    "storable",
     "verify",
 ]
