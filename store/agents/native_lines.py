@@ -77,7 +77,8 @@ class ParsedLine:
 
 
 def parse_line(line: Line) -> ParsedLine:
-    """One line decoded: its JSON value, or the reason it cannot be read (never an exception)."""
+    """One line decoded: its JSON value, or the reason it cannot be read as a record (not UTF-8, not JSON, or
+    JSON that is not an object); never an exception."""
     raw = line.raw.strip(b" \t\r\n")
     try:
         text = raw.decode("utf-8")
@@ -88,7 +89,19 @@ def parse_line(line: Line) -> ParsedLine:
     except (ValueError, RecursionError) as exc:
         error = _json_error(text, exc, line.complete)
         return ParsedLine(line, None, text, error)
+    if not isinstance(obj, dict):
+        return ParsedLine(line, obj, text, f"the line is JSON but not a record: {_json_kind(obj)} where an object belongs")
     return ParsedLine(line, obj, text, "")
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool) or value is None:
+        return f"{json.dumps(value)}"
+    return "a number"
 
 
 def _json_error(text: str, exc: Exception, complete: bool) -> str:

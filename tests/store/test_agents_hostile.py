@@ -331,7 +331,9 @@ def test_native_readers_survive_hostile_records() -> None:
         unreadable = {i.line: i.error for i in t.items if i.kind == K_UNREADABLE}
         assert "more digits" in unreadable[12] and "nested too deeply" in unreadable[13]
         assert "UTF-8" in unreadable[14]
-        assert set(unreadable) == {12, 13, 14}
+        for line, kind in ((1, "an array"), (2, "a string"), (3, "a number"), (4, "null"), (5, "true")):
+            assert unreadable[line] == f"the line is JSON but not a record: {kind} where an object belongs"
+        assert set(unreadable) == {1, 2, 3, 4, 5, 12, 13, 14}
         native_markdown(t).encode("utf-8")
         native_json(t).encode("utf-8")
 
