@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from store.agents import agentstate as ast
+from store.agents import agentstate
 from store.agents.native import (
     AGENT_CLAUDE_CODE,
     AGENT_CODEX,
@@ -25,6 +25,7 @@ from store.agents.native import (
     parse_codex,
 )
 from store.mothx.sessiondir import SessionDir
+from store.safetext import one_line
 
 TITLE_RECORDS = 60
 """Records of a transcript read, at most, to find its first typed prompt."""
@@ -37,7 +38,8 @@ AGENT_TITLES = {AGENT_CLAUDE_CODE: "Claude Code", AGENT_CODEX: "Codex"}
 
 @dataclass(frozen=True)
 class AgentSessionSummary:
-    """One captured agent session as the Sessions screen lists it."""
+    """One captured agent session as the Sessions screen lists it (``title``, ``preview``, ``cwd`` and
+    ``problem`` are one safe line each: :func:`store.safetext.one_line`)."""
 
     agent: str
     agent_session_id: str
@@ -63,7 +65,7 @@ class AgentSessionSummary:
 def agent_session_counts(sd: SessionDir) -> dict[str, int]:
     """How many captured sessions each agent has (agents without any are absent)."""
     counts: dict[str, int] = {}
-    for info in ast.list_checkpoints(sd):
+    for info in agentstate.list_checkpoints(sd):
         counts[info.agent_id] = counts.get(info.agent_id, 0) + 1
     return counts
 
@@ -88,7 +90,7 @@ def first_prompt(agent: str, lines: list[str]) -> tuple[str, str]:
 def _timestamp(content: str) -> str:
     try:
         obj = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):
         return ""
     stamp = obj.get("timestamp") if isinstance(obj, dict) else None
     return stamp if isinstance(stamp, str) else ""
@@ -96,16 +98,16 @@ def _timestamp(content: str) -> str:
 
 def list_agent_sessions(sd: SessionDir, agent: str) -> list[AgentSessionSummary]:
     """Every captured session of ``agent``, the most recent last record first."""
-    infos = ast.list_checkpoints(sd, agent)
+    infos = agentstate.list_checkpoints(sd, agent)
     out: list[AgentSessionSummary] = []
-    with ast.state_db(sd) as db:
+    with agentstate.state_db(sd) as db:
         for info in infos:
             state = info.state
             if state is None or db is None:
-                if info.head is not None and info.head.kind == ast.KIND_RESET:
+                if info.head is not None and info.head.kind == agentstate.KIND_RESET:
                     why = "its head is a reset: nothing is loadable until the next capture"
                 else:
-                    why = info.head_problem or "nothing is published for it"
+                    why = one_line(info.head_problem) or "nothing is published for it"
                 out.append(AgentSessionSummary(agent, info.agent_session_id, "", "", "", 0, 0, info.updated_at, "",
                                                info.source_root, False, why))
                 continue
@@ -121,7 +123,9 @@ def list_agent_sessions(sd: SessionDir, agent: str) -> list[AgentSessionSummary]
                 lines: list[str] = []
                 size = 0
                 for (content,) in rows:
-                    lines.append(str(content))
+                    if not isinstance(content, str):
+                        continue  # a foreign row: loading the checkpoint reports it
+                    lines.append(content)
                     size += len(content)
                     if size >= TITLE_BYTES:
                         break
@@ -132,13 +136,13 @@ def list_agent_sessions(sd: SessionDir, agent: str) -> list[AgentSessionSummary]
                     (info.session_id, shape.path, max(0, shape.records - LAST_RECORDS), shape.records),
                 ).fetchall()
                 for (content,) in tail:
-                    last = _timestamp(str(content))
+                    last = one_line(_timestamp(content)) if isinstance(content, str) else ""
                     if last:
                         break
             out.append(AgentSessionSummary(
-                agent=agent, agent_session_id=info.agent_session_id, title=" ".join(title.split()),
-                preview=" ".join(preview.split())[:300],
-                cwd=state.cwd, records=state.record_count, files=state.file_count,
+                agent=agent, agent_session_id=info.agent_session_id, title=one_line(title),
+                preview=one_line(preview)[:300],
+                cwd=one_line(state.cwd), records=state.record_count, files=state.file_count,
                 last_record_at=last or info.updated_at, transcript_path=state.transcript_path,
                 source_root=info.source_root, openable=True,
             ))

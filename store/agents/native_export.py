@@ -1,13 +1,23 @@
 """Export of a native (Claude Code / Codex) transcript as Markdown or JSON: the records of one branch choice,
 tool calls with their results, interrupted calls, compactions, summaries and unreadable lines, in file order.
 
-Pure functions of :mod:`store.agents.native` dataclasses; nothing is read or written here.
+:func:`native_markdown` and :func:`native_json` are pure functions of :mod:`store.agents.native` dataclasses.
+Their text is safe to show and to write: Markdown passes :func:`store.safetext.safe` (newlines and tabs kept,
+every control, bidi and surrogate character a visible escape; one-line fields such as ids, names and the work
+dir through :func:`store.safetext.one_line`), JSON is :func:`store.safetext.json_dumps` (those characters as
+``\\uXXXX`` escapes, the same data when parsed). A lone surrogate in a transcript is therefore exported as an
+escape, never a failure and never an empty file. :func:`write_native_export` writes either one through
+:func:`store.exports.write_file` (never through a link, never over a file unless asked), and
+:func:`export_file_name` is the default file name (the sanitized session id).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
 
 from store.agents.native import (
     AGENT_CODEX,
@@ -28,6 +38,11 @@ from store.agents.native import (
     NativeTranscript,
     ToolPair,
 )
+from store.exports import default_name, write_file
+from store.safetext import json_dumps, one_line, safe
+
+ExportFormat = Literal["markdown", "json"]
+EXTENSIONS: dict[str, str] = {"markdown": ".md", "json": ".json"}
 
 QUIET = frozenset({K_PROGRESS, K_HOOK, K_FILE_SNAPSHOT, K_QUEUE, K_TOKEN_COUNT, K_TURN_CONTEXT, K_EVENT})
 
@@ -65,10 +80,10 @@ def native_markdown(t: NativeTranscript, selection: Mapping[str, int] | None = N
     shown = t.view(selection)
     pairs = _pairs(t)
     calls = {b.tool_id for it in shown for b in it.blocks if b.kind == "tool_use" and b.tool_id}
-    out = [f"# {title or agent + ' session ' + (t.session_id or t.path)}", ""]
-    facts = [f"{agent} `{t.session_id or '?'}`", f"{len(shown)} of {t.records} records shown"]
+    out = [f"# {one_line(title or agent + ' session ' + (t.session_id or t.path))}", ""]
+    facts = [f"{agent} `{one_line(t.session_id) or '?'}`", f"{len(shown)} of {t.records} records shown"]
     if t.cwd:
-        facts.append(f"work dir `{t.cwd}`")
+        facts.append(f"work dir `{one_line(t.cwd)}`")
     if t.forks:
         chosen = {f.parent_uuid: f.default for f in t.forks} | dict(selection or {})
         facts.append("branches " + ", ".join(f"{chosen.get(f.parent_uuid, f.default) + 1} of {len(f.branches)} "
@@ -81,12 +96,12 @@ def native_markdown(t: NativeTranscript, selection: Mapping[str, int] | None = N
     for item in shown:
         if item.kind in QUIET or _hidden_result(item, pairs, calls):
             continue
-        stamp = f" · {item.timestamp}" if item.timestamp else ""
+        stamp = f" · {one_line(item.timestamp)}" if item.timestamp else ""
         if item.kind == K_UNREADABLE:
-            out += [f"## Unreadable line {item.line}", "", f"*{item.error}*", "", _fence(item.raw[:2000]), ""]
+            out += [f"## Unreadable line {item.line}", "", f"*{one_line(item.error)}*", "", _fence(item.raw[:2000]), ""]
             continue
         if item.kind in (K_COMPACT_BOUNDARY, K_COMPACTED):
-            facts_c = [item.subtype] if item.subtype else []
+            facts_c = [one_line(item.subtype)] if item.subtype else []
             if item.tokens is not None:
                 facts_c.append(f"{item.tokens:,} tokens before")
             out += [f"## Compaction · line {item.line}{stamp}", "", f"*{' · '.join(facts_c) or 'compacted'}*", ""]
@@ -95,9 +110,9 @@ def native_markdown(t: NativeTranscript, selection: Mapping[str, int] | None = N
             continue
         if item.kind == K_SUMMARY:
             dangling = " (its leafUuid is in no record here)" if "dangling_leaf" in item.flags else ""
-            out += [f"## Summary · line {item.line}", "", f"{item.text}", "", f"*leaf `{item.leaf_uuid}`{dangling}*", ""]
+            out += [f"## Summary · line {item.line}", "", f"{item.text}", "", f"*leaf `{one_line(item.leaf_uuid)}`{dangling}*", ""]
             continue
-        role = "compact summary" if item.kind == K_COMPACT_SUMMARY else (item.role or item.kind)
+        role = "compact summary" if item.kind == K_COMPACT_SUMMARY else one_line(item.role or item.kind)
         out += [f"## {role} · line {item.line}{stamp}", ""]
         if item.parent_state == "unreadable":
             out += [f"*Its parent is the unreadable line {item.parent_line}.*", ""]
@@ -112,7 +127,7 @@ def native_markdown(t: NativeTranscript, selection: Mapping[str, int] | None = N
                 out += [f"*{b.text.strip('[]')}*", ""]
             elif b.kind == "tool_use":
                 args, lang = _pretty(b.arguments)
-                out += [f"**Tool call** `{b.tool_name or '?'}`" + (f" (id `{b.tool_id}`)" if b.tool_id else ""), ""]
+                out += [f"**Tool call** `{one_line(b.tool_name) or '?'}`" + (f" (id `{one_line(b.tool_id)}`)" if b.tool_id else ""), ""]
                 if args:
                     out += [_fence(args, lang), ""]
                 pair = pairs.get(b.tool_id)
@@ -123,13 +138,13 @@ def native_markdown(t: NativeTranscript, selection: Mapping[str, int] | None = N
                             _fence(pair.result_text), ""]
             elif b.kind == "tool_result":
                 if b.tool_id not in calls:
-                    out += [f"Result of `{b.tool_id or '?'}`" + (" — error:" if b.is_error else ":"), "",
+                    out += [f"Result of `{one_line(b.tool_id) or '?'}`" + (" — error:" if b.is_error else ":"), "",
                             _fence(b.text), ""]
             elif b.kind not in ("text", "thinking", "reasoning_summary"):
                 out += [f"*{b.text}*", ""]
         if not item.blocks and item.text:
             out += [item.text, ""]
-    return "\n".join(out).rstrip() + "\n"
+    return safe("\n".join(out).rstrip() + "\n", newlines=True, tabs=True)
 
 
 def native_json(t: NativeTranscript, selection: Mapping[str, int] | None = None) -> str:
@@ -155,7 +170,28 @@ def native_json(t: NativeTranscript, selection: Mapping[str, int] | None = None)
         records.append(rec)
     doc = {"agent": t.agent, "session_id": t.session_id, "path": t.path, "cwd": t.cwd, "version": t.version,
            "records": records}
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return json_dumps(doc, indent=2) + "\n"
 
 
-__all__ = ["native_json", "native_markdown"]
+def export_file_name(t: NativeTranscript, fmt: ExportFormat = "markdown", agent_id: str = "") -> str:
+    """The default file name of an export of ``t``: its session id (or file stem), with ``-<agent id>`` for a
+    sub-agent, sanitized by :func:`store.exports.default_name` so it never leaves the folder it is joined to."""
+    base = t.session_id or Path(t.path).stem
+    return default_name(base + (f"-{agent_id}" if agent_id else ""), EXTENSIONS[fmt])
+
+
+def native_export_text(t: NativeTranscript, fmt: ExportFormat, selection: Mapping[str, int] | None = None) -> str:
+    """The export of ``t`` in ``fmt`` (``markdown`` or ``json``)."""
+    return native_json(t, selection) if fmt == "json" else native_markdown(t, selection)
+
+
+def write_native_export(t: NativeTranscript, path: str | os.PathLike[str], fmt: ExportFormat = "markdown",
+                        selection: Mapping[str, int] | None = None, *, replace: bool = False) -> int:
+    """Write the export of ``t`` to ``path`` through :func:`store.exports.write_file`; the number of bytes
+    written. :class:`~store.exports.ExportRefused` (nothing written) for a link, a folder, or an existing
+    file unless ``replace``."""
+    return write_file(path, native_export_text(t, fmt, selection), replace=replace)
+
+
+__all__ = ["EXTENSIONS", "ExportFormat", "export_file_name", "native_export_text", "native_json", "native_markdown",
+           "write_native_export"]

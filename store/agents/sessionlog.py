@@ -17,346 +17,68 @@ non-empty ``message_id`` (or ``id``) whose ``role`` sets the role, ``text`` repl
 to it and ``status`` (or ``done: true``) sets the status; path segments and CAS key segments are percent-encoded
 (bytes outside ``A-Z a-z 0-9 _ -``), with ``~`` + SHA-256 for segments longer than 180 characters.
 
-Following: :func:`follow_entries` gives a screen new mothx entries by ``seq`` after a cursor, and
-:class:`NativeFollower` does the same for a Claude Code or Codex file, re-capturing it on change. Both answer
-with a :class:`FollowUpdate`: ``append`` the events, ``reload`` (a gap: partial), or ``reset`` (a new
-generation: load from scratch).
+Following: :func:`follow_entries` gives a screen new mothx entries by ``seq`` after a cursor, answering with a
+:class:`~store.agents.cursors.FollowUpdate` (cursors, replay statuses and updates live in
+:mod:`store.agents.cursors`). Following a Claude Code or Codex file is :mod:`store.agents.native_follow`;
+``NativeFollower`` and ``native_follower`` stay importable from here for older callers. The log's state, its
+rules and its stored document are :mod:`store.agents.sessionlog_state`; this module holds the backends.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import secrets
 import tempfile
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from store.errors import EventStoreCorrupt, StoreError
-
-DEFAULT_MAX_EVENTS = 512
-DEFAULT_CAS_RETRIES = 32
-MAX_SEQUENCE = 2**53 - 1
-SCHEMA_VERSION = 1
-PROTOCOL_VERSION = 1
-SCHEMA_REVISION = 1
-CAS_PREFIX = "agent-harness/sessionlog/v1"
-KIND_CHAT_STREAM = "chat_stream"
-
-REPLAY_COMPLETE = "complete"
-REPLAY_PARTIAL = "partial"
-REPLAY_UNAVAILABLE = "unavailable"
-
-
-class InvalidSessionRef(StoreError):
-    """A session log reference lacks its workspace id or session id."""
-
-
-class SequenceExhausted(StoreError):
-    """The next sequence would pass the JSON-safe maximum."""
-
-
-class CASRetryLimit(StoreError):
-    """Every compare-and-swap attempt lost its race."""
-
-
-class CorruptEventLog(EventStoreCorrupt):
-    """A stored session log document fails validation."""
-
-
-class InvalidEventPayload(StoreError):
-    """An event payload is not valid JSON (or a chat_stream payload names no message)."""
-
-
-# ---------------------------------------------------------------------------------------------- dataclasses
-
-
-@dataclass(frozen=True)
-class Ref:
-    workspace_id: str
-    session_id: str
-
-    def validate(self) -> Ref:
-        if not isinstance(self.workspace_id, str) or not isinstance(self.session_id, str) or not (
-            self.workspace_id and self.session_id
-        ):
-            raise InvalidSessionRef("A session log reference needs a workspace id and a session id.")
-        return self
-
-
-@dataclass(frozen=True)
-class Cursor:
-    generation: str
-    sequence: int
-
-    def to_json(self) -> dict[str, object]:
-        return {"generation": self.generation, "sequence": self.sequence}
-
-    @classmethod
-    def from_json(cls, obj: object) -> Cursor:
-        if not isinstance(obj, dict):
-            raise ValueError("a cursor is an object")
-        gen, seq = obj.get("generation"), obj.get("sequence")
-        if not isinstance(gen, str) or not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-            raise ValueError("a cursor has a text generation and a non-negative integer sequence")
-        return cls(gen, seq)
-
-
-@dataclass(frozen=True)
-class SessionEvent:
-    workspace_id: str
-    session_id: str
-    cursor: Cursor
-    kind: str
-    payload: str  # compact JSON text
-    extra: dict[str, Any] | None = None
-    protocol_version: int = PROTOCOL_VERSION
-    schema_revision: int = SCHEMA_REVISION
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "protocol_version": self.protocol_version,
-            "schema_revision": self.schema_revision,
-            "workspace_id": self.workspace_id,
-            "session_id": self.session_id,
-            "cursor": self.cursor.to_json(),
-            "kind": self.kind,
-            "payload": json.loads(self.payload),
-            "extra": self.extra or {},
-        }
-
-    @classmethod
-    def from_json(cls, obj: object) -> SessionEvent:
-        if not isinstance(obj, dict):
-            raise ValueError("an event is an object")
-        kind, ws, sess = obj.get("kind"), obj.get("workspace_id"), obj.get("session_id")
-        if not isinstance(kind, str) or not isinstance(ws, str) or not isinstance(sess, str) or "payload" not in obj:
-            raise ValueError("an event needs kind, workspace_id, session_id and payload")
-        extra = obj.get("extra")
-        if extra is not None and not isinstance(extra, dict):
-            raise ValueError("an event's extra is an object")
-        pv, sr = obj.get("protocol_version", PROTOCOL_VERSION), obj.get("schema_revision", SCHEMA_REVISION)
-        if not isinstance(pv, int) or not isinstance(sr, int):
-            raise ValueError("versions are integers")
-        return cls(ws, sess, Cursor.from_json(obj.get("cursor")), kind, _compact(obj["payload"]), extra or None, pv, sr)
-
-
-@dataclass(frozen=True)
-class ChatMessage:
-    id: str
-    role: str = ""
-    text: str = ""
-    status: str = "streaming"
-    started_at: int = 0  # sequence of the event that started it
-
-    def to_json(self) -> dict[str, object]:
-        return {"id": self.id, "role": self.role, "text": self.text, "status": self.status,
-                "started_at": self.started_at}
-
-    @classmethod
-    def from_json(cls, obj: object) -> ChatMessage:
-        if not isinstance(obj, dict):
-            raise ValueError("a message is an object")
-        mid = obj.get("id")
-        if not isinstance(mid, str) or not mid:
-            raise ValueError("a message has a non-empty id")
-        started = obj.get("started_at", 0)
-        return cls(mid, str(obj.get("role", "")), str(obj.get("text", "")), str(obj.get("status", "streaming")),
-                   started if isinstance(started, int) else 0)
-
-
-@dataclass(frozen=True)
-class ReplayResult:
-    status: str  # complete | partial | unavailable
-    events: tuple[SessionEvent, ...]
-    through: Cursor  # always the current cursor
-
-
-@dataclass(frozen=True)
-class SessionCapture:
-    cursor: Cursor
-    messages: tuple[ChatMessage, ...]
-    replay: ReplayResult | None
-
-
-# ------------------------------------------------------------------------------------------------- the state
-
-
-def _compact(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def _payload_text(payload: str | bytes | object) -> tuple[str, Any]:
-    try:
-        if isinstance(payload, (bytes, bytearray)):
-            payload = bytes(payload).decode("utf-8")
-        if isinstance(payload, str):
-            value = json.loads(payload, parse_constant=_reject)
-        else:
-            value = payload
-        return _compact(value), value
-    except (ValueError, TypeError, UnicodeDecodeError, RecursionError) as exc:
-        raise InvalidEventPayload(f"The event payload is not valid JSON ({exc}).") from exc
-
-
-def _reject(name: str) -> object:
-    raise ValueError(f"{name} is not JSON")
-
-
-def new_generation() -> str:
-    return "gen-" + secrets.token_hex(16)
-
-
-_DEFAULT_GENERATION = new_generation
-
-
-@dataclass
-class _State:
-    generation: str
-    sequence: int = 0
-    events: list[SessionEvent] = field(default_factory=list)
-    messages: dict[str, ChatMessage] = field(default_factory=dict)
-
-    def clone(self) -> _State:
-        return _State(self.generation, self.sequence, list(self.events), dict(self.messages))
-
-    @property
-    def cursor(self) -> Cursor:
-        return Cursor(self.generation, self.sequence)
-
-
-def _reduce(state: _State, seq: int, value: Any, max_events: int) -> None:
-    if not isinstance(value, dict):
-        raise InvalidEventPayload("A chat_stream payload must be a JSON object.")
-    mid = value.get("message_id", value.get("id"))
-    if not isinstance(mid, str) or not mid:
-        raise InvalidEventPayload("A chat_stream payload must name its message (message_id).")
-    msg = state.messages.get(mid) or ChatMessage(mid, started_at=seq)
-    role = value.get("role")
-    text = value.get("text")
-    delta = value.get("delta")
-    status = value.get("status")
-    new_text = text if isinstance(text, str) else msg.text
-    if isinstance(delta, str):
-        new_text += delta
-    new_status = status if isinstance(status, str) and status else ("done" if value.get("done") is True else msg.status)
-    state.messages[mid] = ChatMessage(mid, role if isinstance(role, str) and role else msg.role, new_text, new_status,
-                                      msg.started_at)
-    while len(state.messages) > max_events:
-        del state.messages[next(iter(state.messages))]
-
-
-def _append(state: _State, ref: Ref, kind: str, payload: object, max_events: int, extra: dict[str, Any] | None = None
-            ) -> tuple[_State, SessionEvent]:
-    if not isinstance(kind, str) or not kind:
-        raise InvalidEventPayload("An event needs a kind.")
-    text, value = _payload_text(payload)
-    if state.sequence >= MAX_SEQUENCE:
-        raise SequenceExhausted(f"The session log's sequence would pass {MAX_SEQUENCE}.")
-    new = state.clone()
-    new.sequence += 1
-    event = SessionEvent(ref.workspace_id, ref.session_id, Cursor(new.generation, new.sequence), kind, text,
-                         dict(extra) if extra else None)
-    if kind == KIND_CHAT_STREAM:
-        _reduce(new, new.sequence, value, max_events)
-    new.events.append(event)
-    if len(new.events) > max_events:
-        del new.events[: len(new.events) - max_events]
-    return new, event
-
-
-def replay_from(state: _State, after: Cursor) -> ReplayResult:
-    """Reference section 6, rules in order (generation first)."""
-    current = state.cursor
-    if after.generation != state.generation or after.sequence > state.sequence:
-        return ReplayResult(REPLAY_UNAVAILABLE, (), current)
-    if after.sequence == state.sequence:
-        return ReplayResult(REPLAY_COMPLETE, (), current)
-    first = state.events[0].cursor.sequence if state.events else state.sequence + 1
-    events = tuple(e for e in state.events if e.cursor.sequence > after.sequence)
-    status = REPLAY_PARTIAL if after.sequence + 1 < first else REPLAY_COMPLETE
-    return ReplayResult(status, events, current)
-
-
-def _document(ref: Ref, state: _State) -> dict[str, object]:
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "workspace_id": ref.workspace_id,
-        "session_id": ref.session_id,
-        "generation": state.generation,
-        "sequence": state.sequence,
-        "events": [e.to_json() for e in state.events],
-        "messages": [m.to_json() for m in state.messages.values()],
-    }
-
-
-def encode_document(ref: Ref, state: _State) -> bytes:
-    return (json.dumps(_document(ref, state), ensure_ascii=False, indent=2) + "\n").encode("utf-8")
-
-
-def decode_document(data: bytes, ref: Ref, max_events: int, where: str = "") -> _State:
-    """Parse and validate a stored document (reference 8.4); any failure is :class:`CorruptEventLog`."""
-
-    def bad(why: str) -> CorruptEventLog:
-        return CorruptEventLog(f"The session log {where or ref.session_id} is corrupt: {why}.")
-
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise bad("it is not JSON") from exc
-    if not isinstance(doc, dict):
-        raise bad("it is not a JSON object")
-    if doc.get("schema_version") != SCHEMA_VERSION or isinstance(doc.get("schema_version"), bool):
-        raise bad(f"schema_version is {doc.get('schema_version')!r}, not {SCHEMA_VERSION}")
-    if doc.get("workspace_id") != ref.workspace_id or doc.get("session_id") != ref.session_id:
-        raise bad("it belongs to another workspace or session")
-    generation, sequence = doc.get("generation"), doc.get("sequence")
-    if not isinstance(generation, str) or not generation:
-        raise bad("the generation is empty")
-    if not isinstance(sequence, int) or isinstance(sequence, bool) or not 0 <= sequence <= MAX_SEQUENCE:
-        raise bad("the sequence is not a JSON-safe unsigned integer")
-    raw_events, raw_messages = doc.get("events"), doc.get("messages")
-    if not isinstance(raw_events, list) or not isinstance(raw_messages, list):
-        raise bad("events and messages must be arrays")
-    if len(raw_events) > max_events:
-        raise bad(f"it holds {len(raw_events)} events, more than {max_events}")
-    if sequence > 0 and not raw_events:
-        raise bad("a nonzero sequence has no retained event")
-    try:
-        events = [SessionEvent.from_json(e) for e in raw_events]
-        messages = [ChatMessage.from_json(m) for m in raw_messages]
-    except ValueError as exc:
-        raise bad(str(exc)) from exc
-    first = sequence - len(events) + 1
-    for offset, e in enumerate(events):
-        if e.cursor.sequence != first + offset:
-            raise bad("the retained events are not contiguous up to the sequence")
-        if e.cursor.generation != generation or (e.workspace_id, e.session_id) != (ref.workspace_id, ref.session_id):
-            raise bad("an event belongs to another generation or session")
-    ids = [m.id for m in messages]
-    if len(set(ids)) != len(ids):
-        raise bad("two messages share an id")
-    return _State(generation, sequence, events, {m.id: m for m in messages})
-
-
-def path_segment(value: str) -> str:
-    """A path-safe, injective encoding of an id as one path segment."""
-    out = []
-    for byte in value.encode("utf-8", "surrogatepass"):
-        ch = chr(byte)
-        out.append(ch if ch.isascii() and (ch.isalnum() or ch in "_-") else f"%{byte:02X}")
-    text = "".join(out)
-    if len(text) > 180:
-        return "~" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
-    return text
-
+from store.agents.cursors import (
+    ACTION_APPEND,
+    ACTION_NONE,
+    ACTION_RELOAD,
+    ACTION_RESET,
+    DEFAULT_MAX_EVENTS,
+    REPLAY_COMPLETE,
+    REPLAY_PARTIAL,
+    REPLAY_UNAVAILABLE,
+    Cursor,
+    FollowUpdate,
+    follow_update,
+    new_generation,
+)
 
 # ------------------------------------------------------------------------------------------------- backends
+from store.agents.sessionlog_state import (
+    CAS_PREFIX,
+    DEFAULT_CAS_RETRIES,
+    DEFAULT_GENERATION,
+    KIND_CHAT_STREAM,
+    MAX_SEQUENCE,
+    PROTOCOL_VERSION,
+    SCHEMA_REVISION,
+    SCHEMA_VERSION,
+    CASRetryLimit,
+    ChatMessage,
+    CorruptEventLog,
+    InvalidEventPayload,
+    InvalidSessionRef,
+    LogState,
+    Ref,
+    ReplayResult,
+    SequenceExhausted,
+    SessionCapture,
+    SessionEvent,
+    append_event,
+    compact_json,
+    decode_document,
+    encode_document,
+    path_segment,
+    replay_from,
+)
+from store.errors import StoreError
+from store.safetext import one_line
 
 
 class EventStore(ABC):
@@ -398,17 +120,17 @@ class _LockedLog(EventStore):
         if max_events <= 0:
             raise ValueError("max_events must be positive")
         self.max_events = max_events
-        self._new_gen = new_gen or _DEFAULT_GENERATION
+        self._new_gen = new_gen or DEFAULT_GENERATION
         self._lock = threading.RLock()
 
-    # Backends implement: _get(ref) -> _State (creating + committing the initial generation), _commit(ref, old, new)
-    def _get(self, ref: Ref) -> _State:
+    # Backends implement: _get(ref) -> LogState (creating + committing the initial generation), _commit(ref, old, new)
+    def _get(self, ref: Ref) -> LogState:
         raise NotImplementedError
 
-    def _commit(self, ref: Ref, old: _State, new: _State) -> bool:
+    def _commit(self, ref: Ref, old: LogState, new: LogState) -> bool:
         raise NotImplementedError
 
-    def _mutate(self, ref: Ref, change: Callable[[_State], tuple[_State, Any]]) -> Any:
+    def _mutate(self, ref: Ref, change: Callable[[LogState], tuple[LogState, Any]]) -> Any:
         ref.validate()
         with self._lock:
             old = self._get(ref)
@@ -417,7 +139,7 @@ class _LockedLog(EventStore):
             return out
 
     def append(self, ref: Ref, kind: str, payload: object, extra: dict[str, Any] | None = None) -> SessionEvent:
-        return self._mutate(ref, lambda s: _append(s, ref, kind, payload, self.max_events, extra))
+        return self._mutate(ref, lambda s: append_event(s, ref, kind, payload, self.max_events, extra))
 
     def cursor(self, ref: Ref) -> Cursor:
         ref.validate()
@@ -443,8 +165,8 @@ class _LockedLog(EventStore):
                                   replay_from(state, after) if after is not None else None)
 
     def reset(self, ref: Ref) -> Cursor:
-        def change(s: _State) -> tuple[_State, Cursor]:
-            new = _State(_next_generation(self._new_gen, s.generation))
+        def change(s: LogState) -> tuple[LogState, Cursor]:
+            new = LogState(_next_generation(self._new_gen, s.generation))
             return new, new.cursor
 
         return self._mutate(ref, change)
@@ -455,15 +177,15 @@ class MemoryEventLog(_LockedLog):
 
     def __init__(self, max_events: int = DEFAULT_MAX_EVENTS, new_generation: Callable[[], str] | None = None) -> None:
         super().__init__(max_events, new_generation)
-        self._states: dict[Ref, _State] = {}
+        self._states: dict[Ref, LogState] = {}
 
-    def _get(self, ref: Ref) -> _State:
+    def _get(self, ref: Ref) -> LogState:
         state = self._states.get(ref)
         if state is None:
-            state = self._states[ref] = _State(self._new_gen())
+            state = self._states[ref] = LogState(self._new_gen())
         return state
 
-    def _commit(self, ref: Ref, old: _State, new: _State) -> bool:
+    def _commit(self, ref: Ref, old: LogState, new: LogState) -> bool:
         self._states[ref] = new
         return True
 
@@ -479,14 +201,14 @@ class FileEventLog(_LockedLog):
                  new_generation: Callable[[], str] | None = None) -> None:
         super().__init__(max_events, new_generation)
         self.state_dir = Path(state_dir)
-        self._cache: dict[Ref, _State] = {}
+        self._cache: dict[Ref, LogState] = {}
 
     def path_for(self, ref: Ref) -> Path:
         ref.validate()
         return (self.state_dir / "sessionlog" / "workspaces" / path_segment(ref.workspace_id)
                 / f"{path_segment(ref.session_id)}.json")
 
-    def _get(self, ref: Ref) -> _State:
+    def _get(self, ref: Ref) -> LogState:
         state = self._cache.get(ref)
         if state is not None:
             return state
@@ -494,16 +216,16 @@ class FileEventLog(_LockedLog):
         try:
             data = path.read_bytes()
         except FileNotFoundError:
-            state = _State(self._new_gen())
+            state = LogState(self._new_gen())
             self._write(ref, state)
         except OSError as exc:
-            raise StoreError(f"The session log {path} cannot be read ({exc.strerror or exc}).") from exc
+            raise StoreError(f"The session log {one_line(str(path))} cannot be read ({one_line(exc.strerror or exc)}).") from exc
         else:
             state = decode_document(data, ref, self.max_events, str(path))
         self._cache[ref] = state
         return state
 
-    def _write(self, ref: Ref, state: _State) -> None:
+    def _write(self, ref: Ref, state: LogState) -> None:
         path = self.path_for(ref)
         path.parent.mkdir(parents=True, exist_ok=True)
         data = encode_document(ref, state)
@@ -530,12 +252,12 @@ class FileEventLog(_LockedLog):
         except OSError:
             pass
 
-    def _commit(self, ref: Ref, old: _State, new: _State) -> bool:
+    def _commit(self, ref: Ref, old: LogState, new: LogState) -> bool:
         try:
             self._write(ref, new)
         except OSError as exc:
             self._cache[ref] = old
-            raise StoreError(f"The session log could not be written ({exc.strerror or exc}).") from exc
+            raise StoreError(f"The session log could not be written ({one_line(exc.strerror or exc)}).") from exc
         self._cache[ref] = new
         return True
 
@@ -602,18 +324,18 @@ class CASEventLog(EventStore):
         self.prefix = (prefix or CAS_PREFIX).rstrip("/")
         self.max_events = max_events
         self.max_retries = max_retries
-        self._new_gen = new_generation or _DEFAULT_GENERATION
+        self._new_gen = new_generation or DEFAULT_GENERATION
 
     def key_for(self, ref: Ref) -> str:
         ref.validate()
         return f"{self.prefix}/workspaces/{path_segment(ref.workspace_id)}/sessions/{path_segment(ref.session_id)}"
 
-    def _run(self, ref: Ref, change: Callable[[_State], tuple[_State, Any]] | None) -> tuple[_State, Any]:
+    def _run(self, ref: Ref, change: Callable[[LogState], tuple[LogState, Any]] | None) -> tuple[LogState, Any]:
         key = self.key_for(ref)
         for _ in range(self.max_retries):
             old_bytes = self.blobs.get(key)
             if old_bytes is None:
-                state = _State(self._new_gen())
+                state = LogState(self._new_gen())
                 new, out = change(state) if change else (state, None)
                 if self.blobs.create(key, encode_document(ref, new)):
                     return new, out
@@ -624,10 +346,10 @@ class CASEventLog(EventStore):
             new, out = change(state)
             if self.blobs.compare_and_swap(key, old_bytes, encode_document(ref, new)):
                 return new, out
-        raise CASRetryLimit(f"The session log {key} kept changing: {self.max_retries} compare-and-swap attempts failed.")
+        raise CASRetryLimit(f"The session log {one_line(key)} kept changing: {self.max_retries} compare-and-swap attempts failed.")
 
     def append(self, ref: Ref, kind: str, payload: object, extra: dict[str, Any] | None = None) -> SessionEvent:
-        return self._run(ref, lambda s: _append(s, ref, kind, payload, self.max_events, extra))[1]
+        return self._run(ref, lambda s: append_event(s, ref, kind, payload, self.max_events, extra))[1]
 
     def cursor(self, ref: Ref) -> Cursor:
         return self._run(ref, None)[0].cursor
@@ -645,8 +367,8 @@ class CASEventLog(EventStore):
                               replay_from(state, after) if after is not None else None)
 
     def reset(self, ref: Ref) -> Cursor:
-        def change(s: _State) -> tuple[_State, Cursor]:
-            new = _State(_next_generation(self._new_gen, s.generation))
+        def change(s: LogState) -> tuple[LogState, Cursor]:
+            new = LogState(_next_generation(self._new_gen, s.generation))
             return new, new.cursor
 
         return self._run(ref, change)[1]
@@ -654,44 +376,13 @@ class CASEventLog(EventStore):
 
 # ------------------------------------------------------------------------------------------------ following
 
-ACTION_APPEND = "append"
-ACTION_RELOAD = "reload"
-ACTION_RESET = "reset"
-ACTION_NONE = "none"
-
-
-@dataclass(frozen=True)
-class FollowUpdate:
-    """What a following screen does next.
-
-    ``append``: add ``events`` (the replay was complete); ``none``: nothing new; ``reload``: events were
-    skipped (partial) — ``events`` is only the newest bounded suffix, reload the view; ``reset``: the cursor
-    names another generation (or a rewritten history) — load from scratch. ``cursor`` is where to continue.
-    """
-
-    status: str
-    action: str
-    events: tuple[Any, ...]
-    cursor: Cursor
-
-
-def _update(status: str, events: tuple[Any, ...], cursor: Cursor) -> FollowUpdate:
-    if status == REPLAY_UNAVAILABLE:
-        action = ACTION_RESET
-    elif status == REPLAY_PARTIAL:
-        action = ACTION_RELOAD
-    else:
-        action = ACTION_APPEND if events else ACTION_NONE
-    return FollowUpdate(status, action, events, cursor)
-
-
 def follow_replay(store: EventStore, ref: Ref, after: Cursor | None) -> FollowUpdate:
     """Follow a session log: the replay after ``after`` as a :class:`FollowUpdate` (None = start)."""
     if after is None:
         cur = store.cursor(ref)
-        return _update(REPLAY_UNAVAILABLE, (), cur)
+        return follow_update(REPLAY_UNAVAILABLE, (), cur)
     result = store.replay(ref, after)
-    return _update(result.status, result.events, result.through)
+    return follow_update(result.status, result.events, result.through)
 
 
 def follow_entries(sd: Any, session_id: str, after: Cursor | None, *, limit: int = DEFAULT_MAX_EVENTS) -> FollowUpdate:
@@ -712,13 +403,13 @@ def follow_entries(sd: Any, session_id: str, after: Cursor | None, *, limit: int
         top = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM entries WHERE session_id = ?", (session_id,)).fetchone()
         current = Cursor(generation, int(top[0]))
         if after is None or after.generation != generation or after.sequence > current.sequence:
-            return _update(REPLAY_UNAVAILABLE, (), current)
+            return follow_update(REPLAY_UNAVAILABLE, (), current)
         if after.sequence > 0 and conn.execute(
             "SELECT 1 FROM entries WHERE session_id = ? AND seq = ?", (session_id, after.sequence)
         ).fetchone() is None:
-            return _update(REPLAY_UNAVAILABLE, (), current)
+            return follow_update(REPLAY_UNAVAILABLE, (), current)
         if after.sequence == current.sequence:
-            return _update(REPLAY_COMPLETE, (), current)
+            return follow_update(REPLAY_COMPLETE, (), current)
         count = conn.execute(
             "SELECT count(*) FROM entries WHERE session_id = ? AND seq > ?", (session_id, after.sequence)
         ).fetchone()[0]
@@ -728,126 +419,58 @@ def follow_entries(sd: Any, session_id: str, after: Cursor | None, *, limit: int
             (session_id, after.sequence, limit),
         ).fetchall()
     events = tuple(make_row(*r) for r in reversed(rows))
-    return _update(REPLAY_PARTIAL if count > limit else REPLAY_COMPLETE, events, current)
+    return follow_update(REPLAY_PARTIAL if count > limit else REPLAY_COMPLETE, events, current)
 
 
-@dataclass(frozen=True)
-class NativeRecord:
-    line: int  # physical line number in the file
-    text: str  # the line as written (without its newline)
+__all__ = [
+    "ACTION_APPEND",
+    "ACTION_NONE",
+    "ACTION_RELOAD",
+    "ACTION_RESET",
+    "BlobStore",
+    "CASEventLog",
+    "CASRetryLimit",
+    "CAS_PREFIX",
+    "ChatMessage",
+    "CorruptEventLog",
+    "Cursor",
+    "DEFAULT_CAS_RETRIES",
+    "DEFAULT_GENERATION",
+    "DEFAULT_MAX_EVENTS",
+    "EventStore",
+    "FileEventLog",
+    "FollowUpdate",
+    "InvalidEventPayload",
+    "InvalidSessionRef",
+    "KIND_CHAT_STREAM",
+    "LogState",
+    "MAX_SEQUENCE",
+    "MemoryBlobStore",
+    "MemoryEventLog",
+    "NativeFollower",
+    "NativeRecord",
+    "PROTOCOL_VERSION",
+    "REPLAY_COMPLETE",
+    "REPLAY_PARTIAL",
+    "REPLAY_UNAVAILABLE",
+    "Ref",
+    "ReplayResult",
+    "SCHEMA_REVISION",
+    "SCHEMA_VERSION",
+    "SequenceExhausted",
+    "SessionCapture",
+    "SessionEvent",
+    "append_event",
+    "compact_json",
+    "decode_document",
+    "encode_document",
+    "follow_entries",
+    "follow_replay",
+    "follow_update",
+    "native_follower",
+    "new_generation",
+    "path_segment",
+    "replay_from",
+]
 
-
-class NativeFollower:
-    """Follow a Claude Code or Codex file as it grows.
-
-    :meth:`poll` reads only what was appended since the cursor (after proving, by hash, that the part already
-    read is unchanged); a rewritten or truncated file starts a new generation (reset). A cut-off last line is
-    left until its newline arrives. When ``recapture`` is given it runs after every change (e.g. to capture
-    the session's checkpoint again; see :func:`native_follower`).
-    """
-
-    def __init__(self, path: str | os.PathLike[str], *, limit: int = DEFAULT_MAX_EVENTS,
-                 recapture: Callable[[], object] | None = None) -> None:
-        self.path = Path(path)
-        self.limit = limit
-        self.recapture = recapture
-        self.generation = ""
-        self.offset = 0
-        self.physical = 0
-        self.records: list[NativeRecord] = []
-        self._hash = hashlib.sha256()
-        self._identity: tuple[int, int] | None = None
-
-    @property
-    def cursor(self) -> Cursor:
-        return Cursor(self.generation, len(self.records))
-
-    def _restart(self) -> None:
-        self.generation = new_generation()
-        self.offset = 0
-        self.physical = 0
-        self.records = []
-        self._hash = hashlib.sha256()
-
-    def _read_new(self, fh: Any) -> list[NativeRecord]:
-        fh.seek(self.offset)
-        data = fh.read()
-        end = data.rfind(b"\n")
-        if end < 0:
-            return []
-        chunk = data[: end + 1]
-        self._hash.update(chunk)
-        self.offset += len(chunk)
-        new: list[NativeRecord] = []
-        for raw in chunk.split(b"\n")[:-1]:
-            self.physical += 1
-            if raw.strip(b" \t\r\n"):
-                new.append(NativeRecord(self.physical, raw.decode("utf-8", "replace")))
-        self.records.extend(new)
-        return new
-
-    def _prefix_intact(self, fh: Any) -> bool:
-        h = hashlib.sha256()
-        left = self.offset
-        fh.seek(0)
-        while left > 0:
-            chunk = fh.read(min(1 << 20, left))
-            if not chunk:
-                return False
-            h.update(chunk)
-            left -= len(chunk)
-        return h.digest() == self._hash.digest()
-
-    def poll(self, after: Cursor | None = None) -> FollowUpdate:
-        try:
-            st = self.path.stat()
-            fh = self.path.open("rb")
-        except OSError:
-            self._restart()
-            self._identity = None
-            return _update(REPLAY_UNAVAILABLE, (), self.cursor)
-        with fh:
-            identity = (st.st_dev, st.st_ino)
-            rewritten = (
-                not self.generation
-                or identity != self._identity
-                or st.st_size < self.offset
-                or not self._prefix_intact(fh)
-            )
-            if rewritten:
-                self._restart()
-                self._identity = identity
-                self._read_new(fh)
-                self._changed()
-                return _update(REPLAY_UNAVAILABLE, (), self.cursor)
-            new = self._read_new(fh) if st.st_size > self.offset else []
-        if new:
-            self._changed()
-        if after is None or after.generation != self.generation or after.sequence > len(self.records):
-            return _update(REPLAY_UNAVAILABLE, (), self.cursor)
-        pending = tuple(self.records[after.sequence:])
-        if len(pending) > self.limit:
-            return _update(REPLAY_PARTIAL, pending[-self.limit:], self.cursor)
-        return _update(REPLAY_COMPLETE, pending, self.cursor)
-
-    def _changed(self) -> None:
-        if self.recapture is not None:
-            self.recapture()
-
-    def lines(self) -> list[str]:
-        return [r.text for r in self.records]
-
-
-def native_follower(sd: Any, agent: str, root: str | os.PathLike[str], path: str | os.PathLike[str],
-                    *, limit: int = DEFAULT_MAX_EVENTS) -> NativeFollower:
-    """A follower that re-captures the file's session into the checkpoint store on every change (read-write
-    session directories only; in a read mode it just follows the file)."""
-    recapture: Callable[[], object] | None = None
-    if not sd.mode.is_read:
-        from store.agents.capture import capture_paths
-
-        def recapture() -> object:
-            return capture_paths(sd, agent, root, [path])
-
-    return NativeFollower(path, limit=limit, recapture=recapture)
-
+from store.agents.native_follow import NativeFollower, NativeRecord, native_follower  # noqa: E402 - moved there

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store.agents import agentstate as ast
+from store.agents import agentstate
 from store.agents.agentstate import (
     FileShape,
     InvalidSessionState,
@@ -24,8 +24,8 @@ from store.agents.agentstate import (
     SessionStateRecord,
     StaleFence,
 )
-from store.mothx.db import OpenMode
 from store.errors import ReadOnlyStore, StoreError
+from store.mothx.db import OpenMode
 from store.mothx.sessiondir import SessionDir, open_session_dir
 
 AGENT = "claude-code"
@@ -48,7 +48,7 @@ def digest_of(lines: list[str]) -> str:
 
 
 def build(
-    fence: ast.RunFence,
+    fence: agentstate.RunFence,
     files: dict[str, list[str]],
     canonical: dict[str, FileShape] | None = None,
     *,
@@ -89,18 +89,18 @@ def build(
 
 
 def capture(sd: SessionDir, files: dict[str, list[str]], *, publish: bool = True, continue_prefix: bool = False
-            ) -> tuple[ast.RunFence, ast.ReplaceResult]:
-    canonical = ast.canonical_shape(sd, AGENT, SID)
-    fence = ast.begin_run(sd, AGENT, SID)
+            ) -> tuple[agentstate.RunFence, agentstate.ReplaceResult]:
+    canonical = agentstate.canonical_shape(sd, AGENT, SID)
+    fence = agentstate.begin_run(sd, AGENT, SID)
     state, stream = build(fence, files, canonical, continue_prefix=continue_prefix)
-    result = ast.replace(sd, fence, state, stream)
+    result = agentstate.replace(sd, fence, state, stream)
     if publish:
-        ast.publish(sd, fence)
+        agentstate.publish(sd, fence)
     return fence, result
 
 
 def dump(sd: SessionDir) -> dict[str, list[tuple[object, ...]]]:
-    conn = sqlite3.connect(ast.state_db_path(sd))
+    conn = sqlite3.connect(agentstate.state_db_path(sd))
     try:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
         return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in tables}
@@ -109,7 +109,7 @@ def dump(sd: SessionDir) -> dict[str, list[tuple[object, ...]]]:
 
 
 def loaded(sd: SessionDir) -> dict[str, list[str]]:
-    cp = ast.load_checkpoint(sd, AGENT, SID)
+    cp = agentstate.load_checkpoint(sd, AGENT, SID)
     assert cp is not None
     out: dict[str, list[str]] = {}
     for r in cp.records:
@@ -122,10 +122,10 @@ def loaded(sd: SessionDir) -> dict[str, list[str]]:
 
 def test_compact_removes_whitespace_outside_strings_only() -> None:
     raw = b'{ "a" : 1.50 ,\t"b": [ 1 , 2 ],\r\n "t": "x , y : \\" z \\\\", "a": 2 }'
-    assert ast.compact(raw) == b'{"a":1.50,"b":[1,2],"t":"x , y : \\" z \\\\","a":2}'
-    assert ast.compact(b'{"s":"a\\\\"  ,  "u":"\\u0041 b"}') == b'{"s":"a\\\\","u":"\\u0041 b"}'
+    assert agentstate.compact(raw) == b'{"a":1.50,"b":[1,2],"t":"x , y : \\" z \\\\","a":2}'
+    assert agentstate.compact(b'{"s":"a\\\\"  ,  "u":"\\u0041 b"}') == b'{"s":"a\\\\","u":"\\u0041 b"}'
     already = b'{"k":"with spaces inside","n":[1,2]}'
-    assert ast.compact(already) is already
+    assert agentstate.compact(already) is already
 
 
 json_values = st.recursive(
@@ -142,12 +142,12 @@ def test_compact_equals_the_compact_serialisation(value: object, indent: int | N
     seps = (", ", ": ") if spaced else (",", ":")
     loose = json.dumps(value, indent=indent, separators=seps, ensure_ascii=ascii_only)
     tight = json.dumps(value, separators=(",", ":"), ensure_ascii=ascii_only)
-    assert ast.compact(loose.encode()) == tight.encode()
+    assert agentstate.compact(loose.encode()) == tight.encode()
 
 
 def test_file_digest_is_sha256_of_restored_jsonl() -> None:
     records = [b'{"a": 1}', b'  {"b":[1, 2]}  ']
-    assert ast.file_digest(records) == hashlib.sha256(b'{"a":1}\n{"b":[1,2]}\n').hexdigest()
+    assert agentstate.file_digest(records) == hashlib.sha256(b'{"a":1}\n{"b":[1,2]}\n').hexdigest()
 
 
 # ----------------------------------------------------------------------------------------- validation
@@ -159,12 +159,12 @@ def test_file_digest_is_sha256_of_restored_jsonl() -> None:
      "a\nb.jsonl", ".", "x/./y.jsonl", "a" * 4100 + ".jsonl"],
 )
 def test_bad_paths_are_refused(path: str) -> None:
-    assert ast.path_problem(path) is not None
+    assert agentstate.path_problem(path) is not None
 
 
 @pytest.mark.parametrize("path", ["a.jsonl", "-proj/s.jsonl", "p/s/subagents/agent-1.jsonl", "2026/02/23/r.jsonl"])
 def test_good_paths(path: str) -> None:
-    assert ast.path_problem(path) is None
+    assert agentstate.path_problem(path) is None
 
 
 def _state(**changes: object) -> PersistedSessionState:
@@ -176,26 +176,26 @@ def _state(**changes: object) -> PersistedSessionState:
 
 
 def test_header_rules() -> None:
-    assert ast.header_problem(_state()) is None
-    assert "run id" in (ast.header_problem(_state(through_run_id="run-1")) or "")
-    assert ast.header_problem(_state(runtime_fencing_token=0))
-    assert ast.header_problem(_state(agent_id="  "))
-    assert ast.header_problem(_state(cwd="x" * 16385))
-    assert ast.header_problem(_state(record_count=4))
-    assert ast.header_problem(_state(file_count=3))
-    assert ast.header_problem(_state(transcript_path="c.jsonl"))
+    assert agentstate.header_problem(_state()) is None
+    assert "run id" in (agentstate.header_problem(_state(through_run_id="run-1")) or "")
+    assert agentstate.header_problem(_state(runtime_fencing_token=0))
+    assert agentstate.header_problem(_state(agent_id="  "))
+    assert agentstate.header_problem(_state(cwd="x" * 16385))
+    assert agentstate.header_problem(_state(record_count=4))
+    assert agentstate.header_problem(_state(file_count=3))
+    assert agentstate.header_problem(_state(transcript_path="c.jsonl"))
     swapped = _state(files=tuple(reversed(_state().files)))
-    assert "increasing" in (ast.header_problem(swapped) or "")
+    assert "increasing" in (agentstate.header_problem(swapped) or "")
     bad_digest = _state(files=(PersistedSessionStateFile("a.jsonl", 2, "ABC"), _state().files[1]))
-    assert "digest" in (ast.header_problem(bad_digest) or "")
+    assert "digest" in (agentstate.header_problem(bad_digest) or "")
     too_many = _state(file_count=1025, record_count=1025,
                       files=tuple(PersistedSessionStateFile(f"f{i:04}.jsonl", 1, "0" * 64) for i in range(1025)),
                       transcript_path="f0000.jsonl")
-    assert "file count" in (ast.header_problem(too_many) or "")
+    assert "file count" in (agentstate.header_problem(too_many) or "")
 
 
 def test_sql_layout_is_dialect_clean() -> None:
-    sql = "\n".join(line.split("--")[0] for line in ast.schema_sql().splitlines()).upper()
+    sql = "\n".join(line.split("--")[0] for line in agentstate.schema_sql().splitlines()).upper()
     for sqlite_only in ("AUTOINCREMENT", "INSERT OR", "PRAGMA", "WITHOUT ROWID", "STRICT", "GLOB", "IFNULL(",
                         "DATETIME(", "INSTR("):
         assert sqlite_only not in sql
@@ -208,27 +208,27 @@ def test_first_capture_round_trips_and_head_names_the_run(sd: SessionDir) -> Non
     files = {"p/s.jsonl": [rec(i) for i in range(1, 6)], "p/s/subagents/agent-1.jsonl": [rec(9)]}
     fence, result = capture(sd, files)
     assert result.records_written == 6
-    assert ast.head(sd, AGENT, SID) == ast.PublicationHead(fence.run_id, "checkpoint")
+    assert agentstate.head(sd, AGENT, SID) == agentstate.PublicationHead(fence.run_id, "checkpoint")
     assert loaded(sd) == files
-    shape = ast.canonical_shape(sd, AGENT, SID)
+    shape = agentstate.canonical_shape(sd, AGENT, SID)
     assert shape is not None and shape["p/s.jsonl"] == FileShape("p/s.jsonl", 5, digest_of(files["p/s.jsonl"]))
-    info = ast.checkpoint_info(sd, AGENT, SID)
+    info = agentstate.checkpoint_info(sd, AGENT, SID)
     assert info is not None and info.state is not None and info.state.record_count == 6 and info.versions == 1
 
 
 def test_staged_but_unpublished_version_is_never_loaded(sd: SessionDir) -> None:
     capture(sd, {"a.jsonl": [rec(1)]}, publish=False)
-    assert ast.head(sd, AGENT, SID) is None
-    assert ast.load_checkpoint(sd, AGENT, SID) is None
+    assert agentstate.head(sd, AGENT, SID) is None
+    assert agentstate.load_checkpoint(sd, AGENT, SID) is None
 
 
 def test_head_naming_a_run_without_staged_state_is_out_of_sync(sd: SessionDir) -> None:
     capture(sd, {"a.jsonl": [rec(1)]})
-    fence = ast.begin_run(sd, AGENT, SID)
-    ast.publish(sd, fence)  # history moved on, nothing staged for it
+    fence = agentstate.begin_run(sd, AGENT, SID)
+    agentstate.publish(sd, fence)  # history moved on, nothing staged for it
     with pytest.raises(SessionStateOutOfSync, match="no staged snapshot"):
-        ast.load_checkpoint(sd, AGENT, SID)
-    info = ast.checkpoint_info(sd, AGENT, SID)
+        agentstate.load_checkpoint(sd, AGENT, SID)
+    info = agentstate.checkpoint_info(sd, AGENT, SID)
     assert info is not None and "no staged snapshot" in info.head_problem
 
 
@@ -251,16 +251,16 @@ def test_divergent_capture_touches_nothing(sd: SessionDir) -> None:
     base = [rec(i) for i in range(1, 6)]
     capture(sd, {"a.jsonl": base, "b.jsonl": [rec(7)]})
     before = dump(sd)
-    canonical = ast.canonical_shape(sd, AGENT, SID)
+    canonical = agentstate.canonical_shape(sd, AGENT, SID)
     rewritten = base[:2] + [rec(3, "changed")] + base[3:] + [rec(6)]
     for files in ({"a.jsonl": rewritten, "b.jsonl": [rec(7)]},  # a line rewritten
                   {"a.jsonl": base[:4], "b.jsonl": [rec(7)]},  # shortened
                   {"a.jsonl": base}):  # a file removed
-        fence = ast.begin_run(sd, AGENT, SID)
+        fence = agentstate.begin_run(sd, AGENT, SID)
         state, stream = build(fence, files, canonical)
         mid = dump(sd)
         with pytest.raises(SessionStateDivergent):
-            ast.replace(sd, fence, state, stream)
+            agentstate.replace(sd, fence, state, stream)
         assert dump(sd) == mid
     after = dump(sd)
     assert after["agent_state_lines"] == before["agent_state_lines"]
@@ -281,46 +281,46 @@ def test_candidate_tails_of_a_crashed_round_are_trimmed(sd: SessionDir) -> None:
 
 
 def test_stale_fences_are_refused_without_writing(sd: SessionDir) -> None:
-    first = ast.begin_run(sd, AGENT, SID)
-    second = ast.begin_run(sd, AGENT, SID)
+    first = agentstate.begin_run(sd, AGENT, SID)
+    second = agentstate.begin_run(sd, AGENT, SID)
     assert second.fencing_token > first.fencing_token
     state, stream = build(first, {"a.jsonl": [rec(1)]})
     before = dump(sd)
     with pytest.raises(StaleFence):
-        ast.replace(sd, first, state, stream)
+        agentstate.replace(sd, first, state, stream)
     assert dump(sd) == before
     with pytest.raises(StaleFence, match="does not match"):
         wrong = PersistedSessionState(**{**state.__dict__, "runtime_fencing_token": second.fencing_token})
-        ast.replace(sd, first, wrong, stream)
+        agentstate.replace(sd, first, wrong, stream)
     with pytest.raises(StaleFence):
-        ast.publish(sd, first)
+        agentstate.publish(sd, first)
     state2, stream2 = build(second, {"a.jsonl": [rec(1)]})
-    ast.replace(sd, second, state2, stream2)
-    ast.publish(sd, second)
+    agentstate.replace(sd, second, state2, stream2)
+    agentstate.publish(sd, second)
     assert loaded(sd) == {"a.jsonl": [rec(1)]}
 
 
 def test_a_superseded_capture_is_stale_not_divergent(sd: SessionDir) -> None:
     base = [rec(1), rec(2)]
     capture(sd, {"a.jsonl": base})
-    canonical = ast.canonical_shape(sd, AGENT, SID)
-    slow = ast.begin_run(sd, AGENT, SID)
+    canonical = agentstate.canonical_shape(sd, AGENT, SID)
+    slow = agentstate.begin_run(sd, AGENT, SID)
     capture(sd, {"a.jsonl": base + [rec(3)]})  # a newer capture publishes first
     state, stream = build(slow, {"a.jsonl": base + [rec(3)]}, canonical)
     with pytest.raises(StaleFence):
-        ast.replace(sd, slow, state, stream)
+        agentstate.replace(sd, slow, state, stream)
 
 
 def test_reset_then_full_rewrite(sd: SessionDir) -> None:
     capture(sd, {"a.jsonl": [rec(1), rec(2)], "b.jsonl": [rec(3)]})
-    preview = ast.preview_reset(sd, AGENT, SID)
+    preview = agentstate.preview_reset(sd, AGENT, SID)
     assert (preview.allowed, preview.files, preview.records) == (True, 2, 3)
-    assert ast.load_checkpoint(sd, AGENT, SID) is not None  # a preview writes nothing
-    head = ast.publish_reset(sd, AGENT, SID)
-    assert head.kind == "reset" and ast.head(sd, AGENT, SID) == head
-    assert not ast.preview_reset(sd, AGENT, SID).allowed
-    assert ast.load_checkpoint(sd, AGENT, SID) is None
-    assert ast.canonical_shape(sd, AGENT, SID) is None
+    assert agentstate.load_checkpoint(sd, AGENT, SID) is not None  # a preview writes nothing
+    head = agentstate.publish_reset(sd, AGENT, SID)
+    assert head.kind == "reset" and agentstate.head(sd, AGENT, SID) == head
+    assert not agentstate.preview_reset(sd, AGENT, SID).allowed
+    assert agentstate.load_checkpoint(sd, AGENT, SID) is None
+    assert agentstate.canonical_shape(sd, AGENT, SID) is None
     _, result = capture(sd, {"a.jsonl": [rec(1, "new")]})
     assert result.records_written == 1
     assert loaded(sd) == {"a.jsonl": [rec(1, "new")]}
@@ -329,7 +329,7 @@ def test_reset_then_full_rewrite(sd: SessionDir) -> None:
 
 
 def test_stream_rules(sd: SessionDir) -> None:
-    fence = ast.begin_run(sd, AGENT, SID)
+    fence = agentstate.begin_run(sd, AGENT, SID)
     state, stream = build(fence, {"a.jsonl": [rec(1), rec(2)], "b.jsonl": [rec(3)]})
     cases = [
         [stream[1], stream[0], stream[2]],  # out of order
@@ -342,47 +342,47 @@ def test_stream_rules(sd: SessionDir) -> None:
     ]
     for records in cases:
         with pytest.raises(InvalidSessionState):
-            ast.replace(sd, fence, state, records)
-        assert ast.load_checkpoint(sd, AGENT, SID) is None
+            agentstate.replace(sd, fence, state, records)
+        assert agentstate.load_checkpoint(sd, AGENT, SID) is None
     with pytest.raises(SessionStateDivergent, match="UTF-8"):
-        ast.replace(sd, fence, state, [stream[0], SessionStateRecord("a.jsonl", 2, b'{"a":"\xff"}'), stream[2]])
+        agentstate.replace(sd, fence, state, [stream[0], SessionStateRecord("a.jsonl", 2, b'{"a":"\xff"}'), stream[2]])
     with pytest.raises(InvalidSessionState, match="longer than"):
-        big = '{"a":"' + "x" * ast.MAX_LINE_BYTES + '"}'
+        big = '{"a":"' + "x" * agentstate.MAX_LINE_BYTES + '"}'
         big_state, big_stream = build(fence, {"a.jsonl": [big]})
-        ast.replace(sd, fence, big_state, big_stream)
+        agentstate.replace(sd, fence, big_state, big_stream)
     assert dump(sd)["agent_state_lines"] == []
-    ast.replace(sd, fence, state, stream)  # the same run may still stage correctly
+    agentstate.replace(sd, fence, state, stream)  # the same run may still stage correctly
 
 
 def test_load_verifies_stored_digests(sd: SessionDir) -> None:
     capture(sd, {"a.jsonl": [rec(1), rec(2)], "b.jsonl": [rec(3)]})
-    path = ast.state_db_path(sd)
+    path = agentstate.state_db_path(sd)
     conn = sqlite3.connect(path)
     conn.execute("UPDATE agent_state_lines SET content = ? WHERE file_path = 'a.jsonl' AND line_number = 2",
                  (rec(2, "tampered"),))
     conn.commit()
     conn.close()
     with pytest.raises(SessionStateOutOfSync, match="digest"):
-        ast.load_checkpoint(sd, AGENT, SID)
+        agentstate.load_checkpoint(sd, AGENT, SID)
     conn = sqlite3.connect(path)
     conn.execute("DELETE FROM agent_state_lines WHERE file_path = 'a.jsonl' AND line_number = 2")
     conn.commit()
     conn.close()
     with pytest.raises(SessionStateOutOfSync, match="stored records"):
-        ast.load_checkpoint(sd, AGENT, SID)
+        agentstate.load_checkpoint(sd, AGENT, SID)
     conn = sqlite3.connect(path)
     conn.execute("UPDATE agent_state_versions SET file_shapes = '[{\"path\":\"a.jsonl\"}]'")
     conn.commit()
     conn.close()
     with pytest.raises(SessionStateOutOfSync, match="header"):
-        ast.load_checkpoint(sd, AGENT, SID)
+        agentstate.load_checkpoint(sd, AGENT, SID)
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA foreign_keys = OFF")
     conn.execute("UPDATE agent_state_publications SET run_id = 'not-a-uuid'")
     conn.commit()
     conn.close()
     with pytest.raises(SessionStateOutOfSync, match="UUID"):
-        ast.head(sd, AGENT, SID)
+        agentstate.head(sd, AGENT, SID)
 
 
 def test_load_is_bounded_by_the_head_shapes(sd: SessionDir) -> None:
@@ -395,14 +395,14 @@ def test_load_is_bounded_by_the_head_shapes(sd: SessionDir) -> None:
 def test_consumer_must_read_to_the_end(sd: SessionDir) -> None:
     capture(sd, {"a.jsonl": [rec(1), rec(2)]})
     with pytest.raises(StoreError, match="before reading through"):
-        ast.load(sd, AGENT, SID, lambda state, read: None)
+        agentstate.load(sd, AGENT, SID, lambda state, read: None)
     got: list[int] = []
 
-    def consume(state: PersistedSessionState, read: ast.RecordReader) -> None:
+    def consume(state: PersistedSessionState, read: agentstate.RecordReader) -> None:
         while (r := read()) is not None:
             got.append(r.line_number)
 
-    assert ast.load(sd, AGENT, SID, consume) is True
+    assert agentstate.load(sd, AGENT, SID, consume) is True
     assert got == [1, 2]
 
 
@@ -411,37 +411,37 @@ def test_read_modes_never_create_or_write(tmp_path: Path) -> None:
         pass
     for mode in (OpenMode.READ_ONLY, OpenMode.SNAPSHOT):
         with open_session_dir(tmp_path / "s", mode) as ro:
-            assert ast.head(ro, AGENT, SID) is None
-            assert ast.load_checkpoint(ro, AGENT, SID) is None
-            assert ast.list_checkpoints(ro) == []
+            assert agentstate.head(ro, AGENT, SID) is None
+            assert agentstate.load_checkpoint(ro, AGENT, SID) is None
+            assert agentstate.list_checkpoints(ro) == []
             with pytest.raises(ReadOnlyStore):
-                ast.begin_run(ro, AGENT, SID)
+                agentstate.begin_run(ro, AGENT, SID)
             with pytest.raises(ReadOnlyStore):
-                ast.publish_reset(ro, AGENT, SID)
-            assert not ast.state_db_path(ro).exists()
+                agentstate.publish_reset(ro, AGENT, SID)
+            assert not agentstate.state_db_path(ro).exists()
     with open_session_dir(tmp_path / "s") as rw:
         capture(rw, {"a.jsonl": [rec(1)]})
-    before = ast.state_db_path(rw).read_bytes()
+    before = agentstate.state_db_path(rw).read_bytes()
     with open_session_dir(tmp_path / "s", OpenMode.READ_ONLY) as ro:
         assert loaded(ro) == {"a.jsonl": [rec(1)]}
         with pytest.raises(ReadOnlyStore):
-            ast.publish_reset(ro, AGENT, SID)
-    assert ast.state_db_path(rw).read_bytes() == before
+            agentstate.publish_reset(ro, AGENT, SID)
+    assert agentstate.state_db_path(rw).read_bytes() == before
 
 
 def test_runtime_config_guard(sd: SessionDir) -> None:
-    with pytest.raises(ast.RuntimeConfigStale, match="no agent row"):
-        ast.guard_runtime_sync(sd, "codex", 0, lambda: 1)
-    epoch = ast.advance_runtime_config_epoch(sd, "codex")
-    assert ast.runtime_config_epoch(sd, "codex") == ast.RuntimeConfigEpoch(epoch, 0)
-    with pytest.raises(ast.RuntimeConfigStale, match=f"expected epoch 0, found {epoch}"):
-        ast.guard_runtime_sync(sd, "codex", 0, lambda: 1)
-    assert ast.guard_runtime_sync(sd, "codex", epoch, lambda: "ran") == "ran"
-    ast.set_runtime_reset_lease(sd, "codex", "tok", "2999-01-01T00:00:00Z")
-    with pytest.raises(ast.RuntimeConfigResetInProgress):
-        ast.guard_runtime_sync(sd, "codex", epoch, lambda: 1)
-    ast.set_runtime_reset_lease(sd, "codex", "tok", "2000-01-01T00:00:00Z")  # expired lease
-    assert ast.guard_runtime_sync(sd, "codex", epoch, lambda: 2) == 2
+    with pytest.raises(agentstate.RuntimeConfigStale, match="no agent row"):
+        agentstate.guard_runtime_sync(sd, "codex", 0, lambda: 1)
+    epoch = agentstate.advance_runtime_config_epoch(sd, "codex")
+    assert agentstate.runtime_config_epoch(sd, "codex") == agentstate.RuntimeConfigEpoch(epoch, 0)
+    with pytest.raises(agentstate.RuntimeConfigStale, match=f"expected epoch 0, found {epoch}"):
+        agentstate.guard_runtime_sync(sd, "codex", 0, lambda: 1)
+    assert agentstate.guard_runtime_sync(sd, "codex", epoch, lambda: "ran") == "ran"
+    agentstate.set_runtime_reset_lease(sd, "codex", "tok", "2999-01-01T00:00:00Z")
+    with pytest.raises(agentstate.RuntimeConfigResetInProgress):
+        agentstate.guard_runtime_sync(sd, "codex", epoch, lambda: 1)
+    agentstate.set_runtime_reset_lease(sd, "codex", "tok", "2000-01-01T00:00:00Z")  # expired lease
+    assert agentstate.guard_runtime_sync(sd, "codex", epoch, lambda: 2) == 2
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -462,6 +462,6 @@ def test_append_rounds_store_exactly_the_new_records(tmp_path_factory: pytest.Te
             _, result = capture(sd, current, continue_prefix=bool(counter % 2))
             assert result.records_written == n
             assert loaded(sd) == current
-        listed = ast.list_checkpoints(sd)
+        listed = agentstate.list_checkpoints(sd)
         assert len(listed) == (1 if counter else 0)
         assert all(re.fullmatch(r"[0-9a-f]{16}", c.session_id) for c in listed)

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from store.agents import agentstate as ast
+from store.agents import agentstate
 from store.agents import capture as cap
-from store.mothx.db import OpenMode
-from store.errors import ReadOnlyStore, RepairRefused, SessionNotFound
 from store.agents.native import parse_claude_code, parse_codex, read_claude_code_file, read_codex_file
+from store.errors import ReadOnlyStore, RepairRefused, SessionNotFound
+from store.mothx.db import OpenMode
 from store.mothx.sessiondir import SessionDir, open_session_dir
 
 REWIND_ID = "03eb5929-52b3-4b13-ada3-b93ae35806b8"
@@ -59,7 +59,7 @@ def claude_tree(real_fixtures: Path, tmp_path: Path) -> Path:
 
 
 def dump(sd: SessionDir) -> dict[str, list[tuple[object, ...]]]:
-    conn = sqlite3.connect(ast.state_db_path(sd))
+    conn = sqlite3.connect(agentstate.state_db_path(sd))
     try:
         names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
         return {n: sorted(conn.execute(f"SELECT * FROM {n}").fetchall(), key=repr) for n in names}
@@ -108,21 +108,21 @@ def test_capture_claude_code_tree(real_fixtures: Path, sd: SessionDir) -> None:
     for sid in CLAUDE_EXPECTED:
         result = cap.verify(sd, "claude-code", sid)
         assert (result.status, result.head_kind, result.new_records) == ("verified", "checkpoint", 0)
-    info = ast.checkpoint_info(sd, "claude-code", PARENT_ID)
+    info = agentstate.checkpoint_info(sd, "claude-code", PARENT_ID)
     assert info is not None and info.state is not None
     assert info.state.transcript_path == PARENT
     assert [f.path for f in info.state.files] == [PARENT, SUBAGENT]
     assert info.state.cwd == "/src/experiments/claude_p"
     for f in info.state.files:  # the files are written compactly, so the digest is the file's own SHA-256
         assert f.digest == hashlib.sha256((real_fixtures / "claude-code" / f.path).read_bytes()).hexdigest()
-    orphan = ast.checkpoint_info(sd, "claude-code", ORPHAN_ID)
+    orphan = agentstate.checkpoint_info(sd, "claude-code", ORPHAN_ID)
     assert orphan is not None and orphan.state is not None
     assert orphan.state.transcript_path == "-Users-dain-workspace-JSSoundRecorder/agent-8d27fe83.jsonl"
 
 
 def test_captured_checkpoints_render_like_the_files(real_fixtures: Path, sd: SessionDir) -> None:
     cap.capture_claude_code(sd, real_fixtures / "claude-code")
-    cp = ast.load_checkpoint(sd, "claude-code", REWIND_ID)
+    cp = agentstate.load_checkpoint(sd, "claude-code", REWIND_ID)
     assert cp is not None
     from_checkpoint = parse_claude_code(cp.lines(REWIND))
     from_file = read_claude_code_file(real_fixtures / "claude-code" / REWIND)
@@ -145,7 +145,7 @@ def test_capture_codex_tree(real_fixtures: Path, sd: SessionDir) -> None:
     assert {s.agent_session_id: (s.status, s.files, s.records) for s in summary.sessions} == CODEX_EXPECTED
     for sid in CODEX_EXPECTED:
         assert cap.verify(sd, "codex", sid).status == "verified"
-    cp = ast.load_checkpoint(sd, "codex", INTERRUPTED_ID)
+    cp = agentstate.load_checkpoint(sd, "codex", INTERRUPTED_ID)
     assert cp is not None and cp.state.transcript_path == INTERRUPTED
     t = parse_codex(cp.lines(INTERRUPTED))
     assert [p.call_line for p in t.interrupted] == [18]
@@ -160,7 +160,7 @@ def test_capture_refuses_read_modes(real_fixtures: Path, tmp_path: Path) -> None
     with open_session_dir(tmp_path / "s", OpenMode.READ_ONLY) as ro:
         with pytest.raises(ReadOnlyStore):
             cap.capture_codex(ro, real_fixtures / "codex" / "sessions")
-        assert not ast.state_db_path(ro).exists()
+        assert not agentstate.state_db_path(ro).exists()
 
 
 def test_capture_beside_a_sessions_db_sessionscope_will_not_write(real_fixtures: Path, tmp_path: Path) -> None:
@@ -193,7 +193,7 @@ def test_appending_captures_only_the_tail(claude_tree: Path, sd: SessionDir) -> 
     assert parent is not None and (parent.status, parent.files, parent.records_written) == ("appended", 3, 4)
     assert summary.session(SAMPLE_ID).status == "unchanged"  # type: ignore[union-attr]
     assert len(dump(sd)["agent_state_lines"]) == before + 7
-    cp = ast.load_checkpoint(sd, "claude-code", REWIND_ID)
+    cp = agentstate.load_checkpoint(sd, "claude-code", REWIND_ID)
     assert cp is not None and cp.lines(REWIND)[-3:] == added
     assert cap.verify(sd, "claude-code", REWIND_ID).status == "verified"
     append_lines(claude_tree / REWIND, 2)
@@ -216,8 +216,8 @@ def test_rewritten_line_is_divergent_and_untouched_until_reset(claude_tree: Path
     assert dump(sd) == before
     check = cap.verify(sd, "claude-code", REWIND_ID)
     assert check.status == "divergent" and "line 5 differs" in check.details[0]
-    assert ast.load_checkpoint(sd, "claude-code", REWIND_ID) is not None  # the canonical version still loads
-    ast.publish_reset(sd, "claude-code", REWIND_ID)
+    assert agentstate.load_checkpoint(sd, "claude-code", REWIND_ID) is not None  # the canonical version still loads
+    agentstate.publish_reset(sd, "claude-code", REWIND_ID)
     assert cap.verify(sd, "claude-code", REWIND_ID).status == "out_of_sync"
     again = cap.capture_claude_code(sd, claude_tree).session(REWIND_ID)
     assert again is not None and (again.status, again.records, again.records_written) == ("new", 62, 62)
@@ -260,7 +260,7 @@ def test_glued_lines_make_the_session_unreadable(claude_tree: Path, sd: SessionD
     rewind = summary.session(REWIND_ID)
     assert rewind is not None and rewind.status == "unreadable" and rewind.records_written == 0
     assert "line 20 is not valid JSON" in rewind.detail
-    assert ast.head(sd, "claude-code", REWIND_ID) is None
+    assert agentstate.head(sd, "claude-code", REWIND_ID) is None
     assert summary.session(SAMPLE_ID).status == "new"  # type: ignore[union-attr]
 
 
@@ -273,7 +273,7 @@ def test_non_compact_files_capture_and_append(tmp_path: Path, sd: SessionDir) ->
     path.write_text(json.dumps(meta) + "\n" + json.dumps({"type": "event_msg", "payload": {"type": "x"}}) + "\n")
     first = cap.capture_codex(sd, tmp_path / "sessions-root").session("abc")
     assert first is not None and (first.status, first.records) == ("new", 2)
-    shape = ast.canonical_shape(sd, "codex", "abc")
+    shape = agentstate.canonical_shape(sd, "codex", "abc")
     assert shape is not None
     compact = (json.dumps(meta, separators=(",", ":")) + "\n" + '{"type":"event_msg","payload":{"type":"x"}}\n')
     assert next(iter(shape.values())).digest == hashlib.sha256(compact.encode()).hexdigest()
@@ -349,7 +349,7 @@ def test_tails_too_big_to_keep_are_read_again(claude_tree: Path, sd: SessionDir,
 def test_capture_paths_takes_only_the_sessions_of_those_files(claude_tree: Path, sd: SessionDir) -> None:
     summary = cap.capture_paths(sd, "claude-code", claude_tree, [claude_tree / SUBAGENT])
     assert [(s.agent_session_id, s.status, s.files) for s in summary.sessions] == [(PARENT_ID, "new", 2)]
-    assert [c.agent_session_id for c in ast.list_checkpoints(sd)] == [PARENT_ID]
+    assert [c.agent_session_id for c in agentstate.list_checkpoints(sd)] == [PARENT_ID]
 
 
 def test_capturing_one_project_or_day_keys_like_the_whole_tree(real_fixtures: Path, sd: SessionDir) -> None:

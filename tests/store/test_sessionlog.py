@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from store.agents import native_follow
 from store.agents import sessionlog as sl
 from store.agents.sessionlog import (
     CASEventLog,
@@ -83,7 +84,7 @@ def test_replay_follows_the_reference_table(tmp_path_factory: pytest.TempPathFac
             model = Model(max_events, cursors[0].generation)
             generations.append(model.generation)
         else:
-            for n in range(int(step[1])):  # type: ignore[arg-type]
+            for n in range(int(str(step[1]))):
                 events = [log.append(REF, "note", {"n": n}) for log in logs]
                 model.sequence += 1
                 assert {e.cursor for e in events} == {Cursor(model.generation, model.sequence)}
@@ -364,7 +365,7 @@ def test_native_follower(tmp_path: Path) -> None:
     path = tmp_path / "rollout.jsonl"
     path.write_bytes(b'{"a":1}\n{"a":2}\n')
     runs: list[int] = []
-    f = sl.NativeFollower(path, limit=3, recapture=lambda: runs.append(1))
+    f = native_follow.NativeFollower(path, limit=3, recapture=lambda: runs.append(1))
     start = f.poll(None)
     assert start.action == "reset" and start.cursor.sequence == 2 and f.lines() == ['{"a":1}', '{"a":2}']
     with path.open("ab") as fh:
@@ -387,7 +388,7 @@ def test_native_follower(tmp_path: Path) -> None:
 
 
 def test_native_follower_recaptures_the_session(real_fixtures: Path, tmp_path: Path) -> None:
-    from store.agents import agentstate as ast
+    from store.agents import agentstate
     from store.agents.capture import capture_codex
 
     root = tmp_path / "codex"
@@ -398,11 +399,11 @@ def test_native_follower_recaptures_the_session(real_fixtures: Path, tmp_path: P
     (target / name).write_bytes((src / name).read_bytes())
     with open_session_dir(tmp_path / "s", create=True) as sd:
         capture_codex(sd, root)
-        follower = sl.native_follower(sd, "codex", root, target / name)
+        follower = native_follow.native_follower(sd, "codex", root, target / name)
         cursor = follower.poll(None).cursor
         with (target / name).open("ab") as fh:
             fh.write(b'{"timestamp":"t","type":"event_msg","payload":{"type":"task_complete"}}\n')
         update = follower.poll(cursor)
         assert update.action == "append" and len(update.events) == 1
-        cp = ast.load_checkpoint(sd, "codex", "019c8a70-dda7-7f33-98ea-f30553347322")
+        cp = agentstate.load_checkpoint(sd, "codex", "019c8a70-dda7-7f33-98ea-f30553347322")
         assert cp is not None and cp.state.record_count == 20

@@ -1,0 +1,526 @@
+"""Opening the checkpoint file and reading it: heads, versions, canonical shapes, verified loads and listings.
+
+Nothing here writes checkpoint data (opening a file in a write mode may create its tables). Every value read
+from a row is checked for its type: a row written by someone else (text in an integer column, a NULL) makes
+its checkpoint :class:`SessionStateOutOfSync` or is listed with a ``head_problem``, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+# ------------------------------------------------------------------------------------------- database
+from store.agents.checkpoint_model import (
+    KIND_CHECKPOINT,
+    KIND_RESET,
+    LOAD_PAGE_BYTES,
+    LOAD_PAGE_ROWS,
+    SCHEMA_VERSION,
+    STATE_DB,
+    STATE_DIR,
+    CanonicalShape,
+    CheckpointDamaged,
+    CheckpointInfo,
+    FileShape,
+    LoadedCheckpoint,
+    PersistedSessionState,
+    PersistedSessionStateFile,
+    PublicationHead,
+    RecordConsumer,
+    RecordReader,
+    ResetPreview,
+    SessionStateDivergent,
+    SessionStateOutOfSync,
+    SessionStateRecord,
+    stored_int,
+    stored_text,
+)
+from store.agents.checkpoint_records import (
+    StreamValidator,
+    header_problem,
+    is_uuid,
+)
+from store.errors import ReadOnlyStore, SchemaIncompatible, StoreError
+from store.mothx.db import Database, open_database
+from store.mothx.sessiondir import SessionDir
+from store.safetext import one_line
+
+
+def state_db_path(sd: SessionDir) -> Path:
+    """``<session dir>/sessionscope/agent-state.db``: the checkpoint file of a session directory."""
+    return sd.root / STATE_DIR / STATE_DB
+
+
+def _split_statements(script: str) -> list[str]:
+    statements: list[str] = []
+    buf: list[str] = []
+    for line in script.splitlines():
+        if not buf and (not line.strip() or line.lstrip().startswith("--")):
+            continue
+        buf.append(line)
+        text = "\n".join(buf)
+        if sqlite3.complete_statement(text):
+            statements.append(text.strip())
+            buf = []
+    return statements
+
+
+def schema_sql() -> str:
+    """The checkpoint file's layout (``store/sql/agentstate_v1.sql``)."""
+    return resources.files("store").joinpath("sql", "agentstate_v1.sql").read_text(encoding="utf-8")
+
+
+def _ensure_schema(db: Database) -> None:
+    with db.read() as conn:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        version = None
+        if "agent_state_meta" in tables:
+            row = conn.execute("SELECT value FROM agent_state_meta WHERE name = 'schema_version'").fetchone()
+            version = int(row[0]) if row and str(row[0]).isdigit() else None
+    if version is not None and version > SCHEMA_VERSION:
+        raise SchemaIncompatible(
+            f"{db.path} has checkpoint layout version {version}; this Sessionscope reads up to {SCHEMA_VERSION}."
+        )
+    if version == SCHEMA_VERSION:
+        return
+    if db.mode.is_read:
+        if "agent_state_meta" in tables:
+            raise SchemaIncompatible(f"{db.path} has no readable checkpoint layout version.")
+        return
+    with db.write() as conn:
+        for statement in _split_statements(schema_sql()):
+            conn.execute(statement)
+
+
+def open_state_db(sd: SessionDir, *, create: bool = False) -> Database | None:
+    """Open the checkpoint file in the directory's mode; None when it does not exist and may not be created."""
+    path = state_db_path(sd)
+    if not path.exists():
+        if sd.mode.is_read or not create:
+            return None
+    db = open_database(path, sd.mode, create=create and not sd.mode.is_read, foreign_keys=True)
+    try:
+        _ensure_schema(db)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+@contextmanager
+def state_db(sd: SessionDir, *, create: bool = False) -> Iterator[Database | None]:
+    """The checkpoint file opened as :func:`open_state_db` does, closed on leaving (None when absent)."""
+    db = open_state_db(sd, create=create)
+    try:
+        yield db
+    finally:
+        if db is not None:
+            db.close()
+
+
+def require_state_writable(sd: SessionDir) -> None:
+    """Checkpoints live in a file of ours, so only the open mode decides: a read mode refuses every write.
+
+    (The ``sessions.db`` layout does not matter here: an older or newer mothx database that Sessionscope will
+    not write still lets its user capture agent checkpoints beside it.)
+    """
+    if sd.mode.is_read:
+        raise ReadOnlyStore(f"Refused: the session directory is open {sd.mode.value} (read-only).")
+
+
+require_state_writable = require_state_writable
+
+
+def has_tables(conn: sqlite3.Connection) -> bool:
+    """True when the checkpoint tables exist in ``conn`` (a file opened read-only may predate them)."""
+    row = conn.execute(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'agent_state_publications'"
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def session_row(conn: sqlite3.Connection, agent_id: str, agent_session_id: str) -> sqlite3.Row | None:
+    """The ``agent_state_sessions`` row of an agent session (by column name), or None."""
+    if not has_tables(conn):
+        return None
+    conn.row_factory = sqlite3.Row
+    try:
+        return conn.execute(
+            "SELECT session_id, agent_id, agent_session_id, source_root, runtime_fencing_token, "
+            "runtime_config_epoch, updated_at FROM agent_state_sessions WHERE agent_id = ? AND agent_session_id = ?",
+            (agent_id, agent_session_id),
+        ).fetchone()
+    finally:
+        conn.row_factory = None
+
+
+def decode_head(run_id: object, reset: object) -> PublicationHead:
+    """A publication row → head; a run id that is not a UUID or a reset flag that is not 0/1 is
+    :class:`SessionStateOutOfSync`."""
+    if not isinstance(run_id, str) or not is_uuid(run_id):
+        raise SessionStateOutOfSync(
+            "Agent session checkpoint is out of sync with canonical history: the head's run id is not a UUID."
+        )
+    if reset not in (0, 1):
+        raise CheckpointDamaged(
+            "Agent session checkpoint is out of sync with canonical history: the head's reset flag is not 0 or 1."
+        )
+    return PublicationHead(run_id=run_id, kind=KIND_RESET if reset else KIND_CHECKPOINT)
+
+
+def read_head_row(conn: sqlite3.Connection, session_id: str) -> tuple[str, object] | None:
+    """``(run_id, checkpoint_reset)`` of a session's publication head as stored, or None."""
+    row = conn.execute(
+        "SELECT run_id, checkpoint_reset FROM agent_state_publications WHERE session_id = ?", (session_id,)
+    ).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def _damaged(what: str) -> CheckpointDamaged:
+    return CheckpointDamaged(
+        f"Agent session checkpoint is out of sync with canonical history: its header cannot be read ({what})."
+    )
+
+
+def _text_column(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise _damaged(f"{what} is not stored as text")
+    return value
+
+
+def decode_shapes(text: object) -> tuple[PersistedSessionStateFile, ...]:
+    """The ``file_shapes`` JSON of a version row; :class:`CheckpointDamaged` unless it is an array of
+    ``{"path": text, "records": integer, "digest": text}`` objects."""
+    if not isinstance(text, str):
+        raise _damaged("the file shapes are not stored as text")
+    try:
+        raw = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise _damaged("the file shapes are not valid JSON") from exc
+    if not isinstance(raw, list):
+        raise _damaged("the file shapes are not a JSON array")
+    files: list[PersistedSessionStateFile] = []
+    for s in raw:
+        path = s.get("path") if isinstance(s, dict) else None
+        records = s.get("records") if isinstance(s, dict) else None
+        digest = s.get("digest") if isinstance(s, dict) else None
+        if not isinstance(path, str) or not isinstance(digest, str) or not isinstance(records, int) or isinstance(
+            records, bool
+        ):
+            raise _damaged("a file shape is not a {path, records, digest} object")
+        files.append(PersistedSessionStateFile(path=path, records=records, digest=digest))
+    return tuple(files)
+
+
+def decode_state(row: tuple[Any, ...]) -> PersistedSessionState:
+    """A version row → state. A value of the wrong type is :class:`CheckpointDamaged`, a header that breaks
+    the checkpoint rules :class:`SessionStateOutOfSync`: never another exception."""
+    (through_run_id, agent_id, agent_session_id, cwd, transcript_path, token, file_count, record_count, shapes) = row
+    state = PersistedSessionState(
+        agent_id=_text_column(agent_id, "the agent id"),
+        agent_session_id=_text_column(agent_session_id, "the agent session id"),
+        through_run_id=_text_column(through_run_id, "the run id"),
+        cwd=_text_column(cwd, "the working directory"),
+        transcript_path=_text_column(transcript_path, "the transcript path"),
+        runtime_fencing_token=stored_int(token, "the header's runtime fencing token"),
+        file_count=stored_int(file_count, "the header's file count"),
+        record_count=stored_int(record_count, "the header's record count"),
+        files=decode_shapes(shapes),
+    )
+    problem = header_problem(state)
+    if problem:
+        raise SessionStateOutOfSync(
+            f"Agent session checkpoint is out of sync with canonical history: {problem}."
+        )
+    return state
+
+
+_STATE_COLUMNS = (
+    "through_run_id, agent_id, agent_session_id, cwd, transcript_path, runtime_fencing_token, "
+    "file_count, record_count, file_shapes"
+)
+
+
+def version_row(conn: sqlite3.Connection, session_id: str, run_id: str) -> tuple[Any, ...] | None:
+    """The header columns of the version staged under ``run_id``, or None."""
+    return conn.execute(
+        f"SELECT {_STATE_COLUMNS} FROM agent_state_versions WHERE session_id = ? AND through_run_id = ?",
+        (session_id, run_id),
+    ).fetchone()
+
+
+def canonical_shapes_of(conn: sqlite3.Connection, session_id: str) -> dict[str, FileShape]:
+    """The shapes of the version a checkpoint head names, by path; empty for no head or a reset."""
+    row = conn.execute(
+        "SELECT v.file_shapes FROM agent_state_publications p JOIN agent_state_versions v "
+        "ON v.session_id = p.session_id AND v.through_run_id = p.run_id "
+        "WHERE p.session_id = ? AND p.checkpoint_reset = FALSE",
+        (session_id,),
+    ).fetchone()
+    if row is None:
+        return {}
+    return {f.path: f.shape for f in decode_shapes(row[0])}
+
+
+def read_canonical(db: Database, agent_id: str, agent_session_id: str) -> CanonicalShape | None:
+    """The head version's shapes and restored byte marks in an open checkpoint file (advisory, read
+    before a capture); None for no session, no head or a reset head. :class:`SessionStateOutOfSync` when the
+    stored shapes cannot be read."""
+    with db.read() as conn:
+        sess = session_row(conn, agent_id, agent_session_id)
+        if sess is None:
+            return None
+        head = read_head_row(conn, sess["session_id"])
+        if head is None or bool(head[1]):
+            return None
+        shapes = canonical_shapes_of(conn, sess["session_id"])
+        if not shapes:
+            return None
+        marks = {  # hints for the next capture: a mark of the wrong type is left out
+            p: n
+            for p, n in conn.execute(
+                "SELECT file_path, restored_bytes FROM agent_state_file_marks WHERE session_id = ? AND through_run_id = ?",
+                (sess["session_id"], head[0]),
+            )
+            if isinstance(p, str) and isinstance(n, int) and n > 0
+        }
+        return CanonicalShape(sess["session_id"], str(head[0]), shapes, marks)
+
+
+class PagedReader:
+    """Load's record reader: keyset pages bounded by the head version's shapes, validated as they stream."""
+
+    def __init__(self, conn: sqlite3.Connection, session_id: str, state: PersistedSessionState) -> None:
+        self.conn = conn
+        self.session_id = session_id
+        self.state = state
+        self.validator = StreamValidator(state, {}, SessionStateOutOfSync)
+        self.file_index = 0
+        self.last_line = 0
+        self.page: list[tuple[int, str]] = []
+        self.pos = 0
+        self.done = False
+
+    def _fetch(self) -> None:
+        while self.file_index < len(self.state.files):
+            f = self.state.files[self.file_index]
+            if self.last_line >= f.records:
+                self.file_index += 1
+                self.last_line = 0
+                continue
+            cur = self.conn.execute(
+                "SELECT line_number, content FROM agent_state_lines WHERE session_id = ? AND file_path = ? "
+                "AND line_number > ? AND line_number <= ? ORDER BY line_number LIMIT ?",
+                (self.session_id, f.path, self.last_line, f.records, LOAD_PAGE_ROWS),
+            )
+            page: list[tuple[int, str]] = []
+            size = 0
+            for line_number, content in cur:
+                number = stored_int(line_number, f"a line number of {one_line(f.path)}")
+                if not isinstance(content, str):
+                    raise CheckpointDamaged(
+                        f"Agent session checkpoint is out of sync with canonical history: {one_line(f.path)} line "
+                        f"{number} is not stored as text."
+                    )
+                page.append((number, content))
+                size += len(content)
+                if size >= LOAD_PAGE_BYTES:
+                    break
+            cur.close()
+            if not page:
+                raise SessionStateOutOfSync(
+                    f"Agent session checkpoint is out of sync with canonical history: {one_line(f.path)} has "
+                    f"{self.last_line} stored records, its shape says {f.records}."
+                )
+            self.page = page
+            self.pos = 0
+            return
+
+    def __call__(self) -> SessionStateRecord | None:
+        if self.done:
+            return None
+        if self.pos >= len(self.page):
+            self.page = []
+            self._fetch()
+            if not self.page:
+                self.validator.finish()
+                self.done = True
+                return None
+        line_number, content = self.page[self.pos]
+        self.pos += 1
+        path = self.state.files[self.file_index].path
+        if line_number != self.last_line + 1:
+            raise SessionStateOutOfSync(
+                f"Agent session checkpoint is out of sync with canonical history: {one_line(path)} skips from line "
+                f"{self.last_line} to {line_number}."
+            )
+        self.last_line = line_number
+        rec = SessionStateRecord(path, line_number, content)
+        try:
+            self.validator.accept(rec)
+        except SessionStateDivergent as exc:
+            raise SessionStateOutOfSync(
+                f"Agent session checkpoint is out of sync with canonical history: {exc}"
+            ) from exc
+        return rec
+
+
+def load_from(db: Database, agent_id: str, agent_session_id: str, consume: RecordConsumer) -> bool:
+    """Stream the published checkpoint of an agent session from an open checkpoint file to
+    ``consume(state, read)`` in one read transaction (see :func:`load`); False when nothing is published."""
+    with db.read() as conn:
+        sess = session_row(conn, agent_id, agent_session_id)
+        if sess is None:
+            return False
+        head_row = read_head_row(conn, sess["session_id"])
+        if head_row is None:
+            return False
+        head = decode_head(*head_row)
+        if head.kind == KIND_RESET:
+            return False
+        row = version_row(conn, sess["session_id"], head.run_id)
+        if row is None:
+            raise SessionStateOutOfSync(
+                f"Agent session checkpoint is out of sync with canonical history: the latest successful run "
+                f"{head.run_id} has no staged snapshot."
+            )
+        state = decode_state(row)
+        if state.through_run_id != head.run_id:
+            raise SessionStateOutOfSync("Agent session checkpoint is out of sync: the version names another run.")
+        reader = PagedReader(conn, sess["session_id"], state)
+        consume(state, reader)
+        if not reader.done:
+            raise StoreError("The checkpoint consumer returned before reading through the end of the records.")
+    return True
+
+
+def head(sd: SessionDir, agent_id: str, agent_session_id: str) -> PublicationHead | None:
+    """The publication head, or None when the session has none (absence is not a sentinel)."""
+    with state_db(sd) as db:
+        if db is None:
+            return None
+        with db.read() as conn:
+            sess = session_row(conn, agent_id, agent_session_id)
+            if sess is None:
+                return None
+            row = read_head_row(conn, sess["session_id"])
+    return decode_head(*row) if row else None
+
+
+def canonical_shape(sd: SessionDir, agent_id: str, agent_session_id: str) -> dict[str, FileShape] | None:
+    """The head version's shapes by path (advisory, before a capture); None for no head or a reset."""
+    with state_db(sd) as db:
+        if db is None:
+            return None
+        canon = read_canonical(db, agent_id, agent_session_id)
+    return dict(canon.shapes) if canon else None
+
+
+def load(sd: SessionDir, agent_id: str, agent_session_id: str, consume: RecordConsumer) -> bool:
+    """Stream the published checkpoint to ``consume(state, read)``; ``read()`` returns None at the end.
+
+    False when there is nothing to load (no checkpoint file, no head, or a reset head). Raises
+    :class:`SessionStateOutOfSync` when the head names a run with no staged version, or when a stored header,
+    count or digest does not verify. ``consume`` must read through the end before it returns.
+    """
+    with state_db(sd) as db:
+        if db is None:
+            return False
+        return load_from(db, agent_id, agent_session_id, consume)
+
+
+def load_checkpoint(sd: SessionDir, agent_id: str, agent_session_id: str) -> LoadedCheckpoint | None:
+    """The published checkpoint with every record, verified (convenience over :func:`load`)."""
+    got: list[LoadedCheckpoint] = []
+
+    def consume(state: PersistedSessionState, read: RecordReader) -> None:
+        records: list[SessionStateRecord] = []
+        while (rec := read()) is not None:
+            records.append(rec)
+        got.append(LoadedCheckpoint(state, tuple(records)))
+
+    return got[0] if load(sd, agent_id, agent_session_id, consume) else None
+
+
+def list_checkpoints(sd: SessionDir, agent_id: str | None = None) -> list[CheckpointInfo]:
+    """Every agent session with its head and head version, ordered by agent and agent session id."""
+    out: list[CheckpointInfo] = []
+    with state_db(sd) as db:
+        if db is None:
+            return out
+        with db.read() as conn:
+            if not has_tables(conn):
+                return out
+            sql = (
+                "SELECT s.session_id, s.agent_id, s.agent_session_id, s.source_root, s.updated_at, "
+                "p.run_id, p.checkpoint_reset, "
+                "(SELECT count(*) FROM agent_state_versions v WHERE v.session_id = s.session_id) "
+                "FROM agent_state_sessions s LEFT JOIN agent_state_publications p ON p.session_id = s.session_id"
+            )
+            params: tuple[str, ...] = ()
+            if agent_id is not None:
+                sql += " WHERE s.agent_id = ?"
+                params = (agent_id,)
+            sql += " ORDER BY s.agent_id, s.agent_session_id"
+            for sid, agent, asid, root, updated, run_id, reset, versions in conn.execute(sql, params).fetchall():
+                head_obj: PublicationHead | None = None
+                state: PersistedSessionState | None = None
+                problem = ""
+                if run_id is not None:
+                    try:
+                        head_obj = decode_head(run_id, reset)
+                        if head_obj.kind == KIND_CHECKPOINT:
+                            row = version_row(conn, sid, head_obj.run_id)
+                            if row is None:
+                                problem = f"the latest successful run {one_line(run_id)} has no staged snapshot"
+                            else:
+                                state = decode_state(row)
+                    except SessionStateOutOfSync as exc:
+                        problem = one_line(str(exc))
+                out.append(
+                    CheckpointInfo(
+                        session_id=stored_text(sid),
+                        agent_id=stored_text(agent),
+                        agent_session_id=stored_text(asid),
+                        source_root=stored_text(root),
+                        head=head_obj,
+                        state=state,
+                        head_problem=problem,
+                        versions=int(versions),
+                        updated_at=stored_text(updated),
+                    )
+                )
+    return out
+
+
+def preview_reset(sd: SessionDir, agent_id: str, agent_session_id: str) -> ResetPreview:
+    """Describe a reset without writing anything (``allowed`` is False in a read mode or for a reset head)."""
+    info = checkpoint_info(sd, agent_id, agent_session_id)
+    head_obj = info.head if info else None
+    files = info.state.file_count if info and info.state else 0
+    records = info.state.record_count if info and info.state else 0
+    if sd.mode.is_read:
+        return ResetPreview(agent_id, agent_session_id, head_obj, files, records, False,
+                            f"The session directory is open {sd.mode.value}: nothing can be reset.")
+    if head_obj is not None and head_obj.kind == KIND_RESET:
+        return ResetPreview(agent_id, agent_session_id, head_obj, 0, 0, False, "The head is already a reset.")
+    if files:
+        text = (f"The head becomes a reset: the checkpoint of {files} files and {records} records stops being "
+                "loadable, and the next capture stores the files on disk afresh.")
+    else:
+        text = "The head becomes a reset; the next capture stores the files on disk afresh."
+    return ResetPreview(agent_id, agent_session_id, head_obj, files, records, True, text)
+
+
+def checkpoint_info(sd: SessionDir, agent_id: str, agent_session_id: str) -> CheckpointInfo | None:
+    """The listing of one agent session (:func:`list_checkpoints`), or None when it has no checkpoint."""
+    for info in list_checkpoints(sd, agent_id):
+        if info.agent_session_id == agent_session_id:
+            return info
+    return None

@@ -1,0 +1,379 @@
+"""The Claude Code reader: one JSONL file (a session or a sub-agent file) into a :class:`NativeTranscript`.
+
+Records form a graph by ``uuid`` / ``parentUuid``. A **real rewind** is a parent with two or more typed user
+prompts written at different times; each prompt starts a :class:`Branch` of a :class:`ForkPoint`. Other parents
+with several children (parallel tool results, progress and hook lines, a replayed copy of a prompt) are
+recording artifacts, not branches. ``compact_boundary`` records continue their ``logicalParentUuid``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+from store.agents.native_lines import (
+    COMMAND_PREFIXES,
+    SALVAGE_UUID,
+    ParsedLine,
+    dict_of,
+    int_of,
+    json_text,
+    lines_of,
+    list_of,
+    parse_line,
+    preview,
+    result_text,
+    strip_ansi,
+    text_of,
+    tool_text,
+    unreadable_item,
+)
+from store.agents.native_model import (
+    AGENT_CLAUDE_CODE,
+    K_ASSISTANT,
+    K_COMPACT_BOUNDARY,
+    K_COMPACT_SUMMARY,
+    K_FILE_SNAPSHOT,
+    K_HOOK,
+    K_OTHER,
+    K_PROGRESS,
+    K_QUEUE,
+    K_SUMMARY,
+    K_SYSTEM,
+    K_TOOL_RESULT,
+    K_UNREADABLE,
+    K_USER,
+    TASK_TOOL_NAMES,
+    Branch,
+    Compaction,
+    ForkPoint,
+    NativeBlock,
+    NativeItem,
+    NativeTranscript,
+    SummaryRef,
+    ToolPair,
+)
+
+# ----------------------------------------------------------------------------------------------- Claude Code
+
+
+def _claude_blocks(content: object) -> tuple[NativeBlock, ...]:
+    if isinstance(content, str):
+        return (NativeBlock("text", strip_ansi(content)),)
+    if not isinstance(content, list):
+        return ()
+    out: list[NativeBlock] = []
+    for block in content:
+        if isinstance(block, str):
+            out.append(NativeBlock("text", block))
+            continue
+        if not isinstance(block, dict):
+            continue
+        kind = text_of(block.get("type"))
+        if kind == "text":
+            out.append(NativeBlock("text", strip_ansi(text_of(block.get("text")))))
+        elif kind == "thinking":
+            out.append(NativeBlock("thinking", text_of(block.get("thinking"))))
+        elif kind == "redacted_thinking":
+            out.append(NativeBlock("redacted_thinking", "(redacted thinking)"))
+        elif kind in ("tool_use", "server_tool_use"):
+            args = json_text(block.get("input"))
+            name = text_of(block.get("name"))
+            out.append(NativeBlock("tool_use", tool_text(name, args), text_of(block.get("id")), name, args))
+        elif kind == "tool_result":
+            out.append(
+                NativeBlock(
+                    "tool_result",
+                    strip_ansi(result_text(block.get("content"))),
+                    text_of(block.get("tool_use_id")),
+                    is_error=block.get("is_error") is True,
+                )
+            )
+        elif kind == "image":
+            out.append(NativeBlock("image", "[image]"))
+        elif kind == "document":
+            out.append(NativeBlock("document", "[document]"))
+        else:
+            out.append(NativeBlock("other", f"[{kind or 'block'}]"))
+    return tuple(out)
+
+
+def _claude_item(index: int, p: ParsedLine) -> NativeItem:
+    obj = p.obj
+    line = p.line.number
+    if not isinstance(obj, dict):
+        return NativeItem(index, line, K_OTHER, text=preview(p.text), raw=p.text, subtype=type(obj).__name__)
+    rtype = text_of(obj.get("type"))
+    flags: set[str] = set()
+    if obj.get("isSidechain") is True:
+        flags.add("sidechain")
+    if obj.get("isMeta") is True:
+        flags.add("meta")
+    common: dict[str, Any] = dict(
+        timestamp=text_of(obj.get("timestamp")),
+        uuid=text_of(obj.get("uuid")),
+        parent_uuid=text_of(obj.get("parentUuid")),
+        agent_id=text_of(obj.get("agentId")),
+        raw=p.text,
+    )
+    if rtype in ("user", "assistant"):
+        message = dict_of(obj.get("message"))
+        role = text_of(message.get("role")) or rtype
+        blocks = _claude_blocks(message.get("content"))
+        tool_ids = tuple(b.tool_id for b in blocks if b.kind in ("tool_use", "tool_result") and b.tool_id)
+        text = "\n".join(b.text for b in blocks if b.kind in ("text", "tool_result"))
+        if rtype == "assistant":
+            kind = K_ASSISTANT
+            if obj.get("isApiErrorMessage") is True:
+                flags.add("api_error")
+            if not text:
+                text = "\n".join(b.text for b in blocks)
+        elif obj.get("isCompactSummary") is True:
+            kind = K_COMPACT_SUMMARY
+            flags.add("compact_summary")
+        elif blocks and all(b.kind == "tool_result" for b in blocks):
+            kind = K_TOOL_RESULT
+            tur = obj.get("toolUseResult")
+            if isinstance(tur, dict) and text_of(tur.get("agentId")):
+                common["agent_id"] = text_of(tur.get("agentId"))
+        else:
+            kind = K_USER
+            if text.lstrip().startswith(COMMAND_PREFIXES):
+                flags.add("command")
+        usage = dict_of(message.get("usage"))
+        tokens = None
+        if usage:
+            tokens = sum(v for k, v in usage.items() if k.endswith("_tokens") and isinstance(v, int))
+        return NativeItem(index, line, kind, role=role, text=text, blocks=blocks, tool_ids=tool_ids,
+                          flags=frozenset(flags), tokens=tokens, **common)
+    if rtype == "system":
+        subtype = text_of(obj.get("subtype"))
+        content = strip_ansi(text_of(obj.get("content")))
+        if subtype == "compact_boundary":
+            meta = dict_of(obj.get("compactMetadata"))
+            if not common["parent_uuid"]:
+                common["parent_uuid"] = text_of(obj.get("logicalParentUuid"))
+            flags.add("logical_parent")
+            return NativeItem(index, line, K_COMPACT_BOUNDARY, role="system", text=content or "Conversation compacted",
+                              subtype=text_of(meta.get("trigger")), tokens=int_of(meta.get("preTokens")),
+                              flags=frozenset(flags), **common)
+        if subtype == "stop_hook_summary":
+            infos = list_of(obj.get("hookInfos"))
+            cmds = [strip_ansi(text_of(i.get("command"))) for i in infos if isinstance(i, dict)]
+            errors = list_of(obj.get("hookErrors"))
+            text = "Stop hooks: " + "; ".join(cmds) if cmds else "Stop hooks"
+            if errors:
+                text += f" ({len(errors)} errors)"
+            return NativeItem(index, line, K_HOOK, role="system", text=text, subtype=subtype, flags=frozenset(flags),
+                              **common)
+        return NativeItem(index, line, K_SYSTEM, role="system", text=content, subtype=subtype, flags=frozenset(flags),
+                          **common)
+    if rtype == "summary":
+        common["leaf_uuid"] = text_of(obj.get("leafUuid"))
+        return NativeItem(index, line, K_SUMMARY, text=text_of(obj.get("summary")), flags=frozenset(flags), **common)
+    if rtype == "progress":
+        data = dict_of(obj.get("data"))
+        sub = text_of(data.get("type"))
+        detail = text_of(data.get("hookName")) or text_of(data.get("hookEvent")) or text_of(data.get("command"))
+        return NativeItem(index, line, K_PROGRESS, text=f"{sub or 'progress'} {detail}".strip(), subtype=sub,
+                          flags=frozenset(flags), **common)
+    if rtype == "file-history-snapshot":
+        common["leaf_uuid"] = text_of(obj.get("messageId"))
+        return NativeItem(index, line, K_FILE_SNAPSHOT, text="File history snapshot", flags=frozenset(flags), **common)
+    if rtype == "queue-operation":
+        text = f"Queue: {text_of(obj.get('operation'))} {preview(text_of(obj.get('content')))}".strip()
+        return NativeItem(index, line, K_QUEUE, text=text, subtype=text_of(obj.get("operation")), flags=frozenset(flags),
+                          **common)
+    return NativeItem(index, line, K_OTHER, text=rtype or preview(p.text), subtype=rtype, flags=frozenset(flags),
+                      **common)
+
+
+def _is_prompt(item: NativeItem) -> bool:
+    return item.kind == K_USER and "meta" not in item.flags
+
+
+def parse_claude_code(
+    source: Iterable[bytes | str] | bytes, path: str = "", *, known_uuids: frozenset[str] = frozenset()
+) -> NativeTranscript:
+    """Read the lines of one Claude Code JSONL file (a session or a sub-agent file)."""
+    items: list[NativeItem] = []
+    session_id = cwd = version = ""
+    for p in (parse_line(line) for line in lines_of(source)):
+        items.append(unreadable_item(len(items), p) if p.error else _claude_item(len(items), p))
+        if isinstance(p.obj, dict):
+            session_id = session_id or text_of(p.obj.get("sessionId"))
+            cwd = cwd or text_of(p.obj.get("cwd"))
+            version = version or text_of(p.obj.get("version"))
+
+    # Graph: the first occurrence of a uuid is the node; a later copy of the same uuid is a replay.
+    node: dict[str, int] = {}
+    salvaged: dict[str, int] = {}
+    flags: list[set[str]] = [set(i.flags) for i in items]
+    for i, item in enumerate(items):
+        if not item.uuid:
+            continue
+        if item.kind == K_UNREADABLE:
+            for u in SALVAGE_UUID.findall(item.raw):
+                salvaged.setdefault(u, i)
+            continue
+        if item.uuid in node:
+            flags[i].add("replay")
+        else:
+            node[item.uuid] = i
+    for u, i in salvaged.items():
+        node.setdefault(u, i)
+
+    parent: list[int | None] = [None] * len(items)
+    parent_state = ["root"] * len(items)
+    parent_line = [0] * len(items)
+    for i, item in enumerate(items):
+        if not item.parent_uuid:
+            continue
+        j = node.get(item.parent_uuid)
+        if j is None or j == i:
+            parent_state[i] = "missing"
+            continue
+        parent[i] = j
+        parent_line[i] = items[j].line
+        parent_state[i] = "unreadable" if items[j].kind == K_UNREADABLE else "ok"
+
+    # Forks: typed prompts under one parent, written at different times (a replayed copy is not a branch).
+    children: dict[int, list[int]] = {}
+    for i, j in enumerate(parent):
+        if j is not None and "replay" not in flags[i]:
+            children.setdefault(j, []).append(i)
+    fork_of: dict[int, tuple[str, int]] = {}  # prompt item -> (fork uuid, branch index)
+    fork_prompts: dict[int, list[int]] = {}
+    for j, kids in children.items():
+        prompts: list[int] = []
+        for k in kids:
+            if not _is_prompt(items[k]):
+                continue
+            dup = any(
+                items[m].timestamp == items[k].timestamp and items[m].text == items[k].text for m in prompts
+            )
+            if dup:
+                flags[k].add("replay")
+                continue
+            prompts.append(k)
+        stamps = {items[k].timestamp for k in prompts}
+        if len(prompts) >= 2 and len(stamps) >= 2:
+            prompts.sort(key=lambda k: (items[k].timestamp, items[k].line))
+            fork_prompts[j] = prompts
+            for branch_no, k in enumerate(prompts):
+                fork_of[k] = (items[j].uuid, branch_no)
+
+    # Branch path of every item: inherited from its parent; items outside the graph follow the previous item.
+    bpath: list[tuple[tuple[str, int], ...] | None] = [None] * len(items)
+
+    def resolve(i: int) -> tuple[tuple[str, int], ...]:
+        chain: list[int] = []
+        seen: set[int] = set()
+        cur: int | None = i
+        while cur is not None and bpath[cur] is None and cur not in seen:
+            seen.add(cur)
+            chain.append(cur)
+            cur = parent[cur]
+        found = bpath[cur] if cur is not None else None
+        base: tuple[tuple[str, int], ...] = found if found is not None else ()
+        for k in reversed(chain):
+            if k in fork_of:
+                base = base + (fork_of[k],)
+            bpath[k] = base
+        return bpath[i] or ()
+
+    previous: tuple[tuple[str, int], ...] = ()
+    for i, item in enumerate(items):
+        if bpath[i] is None:
+            if parent[i] is not None:
+                resolve(i)
+            elif item.kind == K_FILE_SNAPSHOT and item.leaf_uuid in node:
+                bpath[i] = resolve(node[item.leaf_uuid])
+            elif item.uuid and not item.parent_uuid and item.kind != K_UNREADABLE:
+                bpath[i] = ()
+            else:
+                bpath[i] = previous
+        previous = bpath[i] or ()
+
+    # Tool pairs: each tool_use with the first tool_result naming it.
+    results: dict[str, tuple[int, NativeBlock]] = {}
+    for i, item in enumerate(items):
+        for b in item.blocks:
+            if b.kind == "tool_result" and b.tool_id and b.tool_id not in results:
+                results[b.tool_id] = (i, b)
+    pairs: list[ToolPair] = []
+    for i, item in enumerate(items):
+        for b in item.blocks:
+            if b.kind != "tool_use" or not b.tool_id:
+                continue
+            got = results.get(b.tool_id)
+            if got is None:
+                flags[i].add("interrupted")
+                pairs.append(ToolPair(b.tool_id, b.tool_name, b.arguments, item.line, 0, "", False, True))
+                continue
+            r_index, r_block = got
+            sub = items[r_index].agent_id if b.tool_name in TASK_TOOL_NAMES else ""
+            pairs.append(ToolPair(b.tool_id, b.tool_name, b.arguments, item.line, items[r_index].line, r_block.text,
+                                  r_block.is_error, False, sub))
+
+    uuids = frozenset(node) | known_uuids
+    summaries = tuple(
+        SummaryRef(item.line, item.text, item.leaf_uuid, item.leaf_uuid not in uuids)
+        for item in items
+        if item.kind == K_SUMMARY
+    )
+    for s in summaries:
+        if s.dangling:
+            flags[next(i for i, it in enumerate(items) if it.line == s.line)].add("dangling_leaf")
+    compactions = tuple(
+        Compaction(item.line, item.kind, item.subtype, item.tokens, item.text if item.kind == K_COMPACT_SUMMARY else "")
+        for item in items
+        if item.kind in (K_COMPACT_BOUNDARY, K_COMPACT_SUMMARY)
+    )
+
+    final = tuple(
+        replace(
+            item,
+            parent_state=parent_state[i],
+            parent_line=parent_line[i],
+            branch=bpath[i] or (),
+            flags=frozenset(flags[i]),
+        )
+        for i, item in enumerate(items)
+    )
+    forks = tuple(
+        ForkPoint(
+            items[j].uuid,
+            items[j].line,
+            tuple(
+                Branch(
+                    b,
+                    items[k].uuid,
+                    items[k].line,
+                    items[k].timestamp,
+                    preview(items[k].text),
+                    sum(1 for it in final if (items[j].uuid, b) in it.branch),
+                )
+                for b, k in enumerate(prompts)
+            ),
+        )
+        for j, prompts in sorted(fork_prompts.items(), key=lambda kv: items[kv[0]].line)
+    )
+    readable = [i for i in items if i.kind != K_UNREADABLE]
+    agent_ids = {i.agent_id for i in readable if "sidechain" in i.flags and i.agent_id}
+    sidechain_only = bool(readable) and all("sidechain" in i.flags for i in readable if i.uuid)
+    return NativeTranscript(
+        agent=AGENT_CLAUDE_CODE,
+        path=path,
+        session_id=session_id,
+        cwd=cwd,
+        version=version,
+        items=final,
+        tool_pairs=tuple(pairs),
+        forks=forks,
+        compactions=compactions,
+        summaries=summaries,
+        agent_id=next(iter(agent_ids)) if sidechain_only and len(agent_ids) == 1 else "",
+        uuids=frozenset(node),
+    )
