@@ -120,12 +120,14 @@ class RepairedCopyWritten(Message):
 
 
 def repaired_copy_path(transcript: Path, folder: Path) -> Path:
-    """``<folder>/<name>.repaired.jsonl``, or with ``-1``, ``-2``… so an existing file is never replaced."""
-    candidate = folder / f"{transcript.stem}.repaired.jsonl"
-    n = 1
+    """``<folder>/<sanitized name>.repaired.jsonl``, or with ``-1``, ``-2``… so an existing file is never replaced."""
+    from store.agents.repair_copy import repaired_copy_name
+
+    n = 0
+    candidate = folder / repaired_copy_name(transcript, n)
     while candidate.exists() or candidate.is_symlink():
-        candidate = folder / f"{transcript.stem}.repaired-{n}.jsonl"
         n += 1
+        candidate = folder / repaired_copy_name(transcript, n)
     return candidate
 
 
