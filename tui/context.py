@@ -39,6 +39,18 @@ class AppServices(Protocol):
         """The live-update listener (``None`` for a snapshot, or when live updates are off)."""
 
     @property
+    def location(self) -> str:
+        """The session directory the header shows (home as ``~``); a reactive the header watches."""
+
+    @property
+    def badge(self) -> str:
+        """The header badge (``RW``, ``READ-ONLY``, ``SNAPSHOT``); a reactive the header watches."""
+
+    @property
+    def integrity(self) -> str:
+        """The integrity line of the status bar; a reactive the status bar watches."""
+
+    @property
     def user_keymap(self) -> dict[str, str]:
         """The user's ``keymap.toml`` as applied: action id → keys."""
 
