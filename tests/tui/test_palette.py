@@ -298,3 +298,14 @@ async def test_a_host_app_has_no_services() -> None:
     host = App[None]()
     async with host.run_test(size=SIZE):
         assert services(host.screen) is None
+
+
+async def test_the_palette_shows_the_users_key(demo_dir: Path) -> None:
+    """A key moved in keymap.toml shows in the palette as it does in the key bar."""
+    app = SessionscopeApp(demo_dir, OpenMode.READ_WRITE)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.user_keymap = {"sessions.sort": "o,F2"}
+        app.set_keymap(app.user_keymap)
+        texts = await palette_texts(app.screen)
+        assert "Sort  [o]" in texts and "Sort  [s]" not in texts
