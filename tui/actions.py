@@ -2,21 +2,28 @@
 
 Every key the app answers to is declared here once, as an :class:`ActionSpec`: its id (the name users remap in
 ``keymap.toml``), its default key, a description (footer and help) and a tooltip (footer hover, help, palette).
-From this one list come the ``BINDINGS`` of the app, screens and widgets (:func:`bindings`), the user keymap
-(:func:`load_keymap`), the help screen and the command palette. Adding an action is one :func:`register` call.
+From this one table (:data:`ACTIONS`) come the ``BINDINGS`` of the app, screens and widgets (:func:`bindings`),
+the user keymap (:func:`load_keymap`, checked by :func:`unknown_ids`), the help screen, the README's key map
+(:mod:`tui.keymapdoc`) and the command palette. Adding an action is one row of :data:`ACTIONS`.
+
+Each screen or widget that owns a scope says so with a class variable ``ACTION_SCOPE = "<scope>"`` and takes
+``BINDINGS = actions.bindings("<scope>")``; the palette finds the nodes of the current screen that declare a
+scope and offers their actions. The scopes and their titles are :data:`SCOPES`; the top-level sections (the
+``:`` jump) are :data:`SECTIONS`, naming their screen by module and class (strings: this module imports no
+screen, and nothing registers itself on import).
 
 Actions that write (repairs) carry ``writes=True``: in the two read modes :func:`check_write` makes
 ``check_action()`` return ``None``, so the key is shown dimmed and does nothing. The store refuses the write again
 on its own (``SessionDir.require_writable``); the keys are only the first fence.
 
-This module imports nothing from Textual but :class:`textual.binding.Binding` (cheap), so the keymap and the
-registry can be read and tested without starting an app.
+This module imports nothing from Textual but :class:`textual.binding.Binding` (cheap) and nothing of the app,
+so the keymap and the registry can be read and tested without starting an app.
 """
 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,14 +32,35 @@ from textual.binding import Binding, BindingType
 Scope = str
 """Where an action's binding lives: "app", "sessions", "session-list", "transcript", … (one per node type)."""
 
-SCOPE_TITLES: dict[str, str] = {
-    "app": "Everywhere",
-    "sessions": "Sessions screen",
-    "session-list": "Session list",
-    "welcome": "Welcome screen",
-    "help": "Help",
-    "confirm": "Confirm dialog",
-}
+@dataclass(frozen=True)
+class ScopeSpec:
+    """A scope: the node type whose ``BINDINGS`` hold its actions, and the title help and the README give it."""
+
+    id: Scope
+    title: str
+
+
+SCOPES: tuple[ScopeSpec, ...] = (
+    ScopeSpec("app", "Everywhere"),
+    ScopeSpec("sessions", "Sessions screen"),
+    ScopeSpec("session-list", "Session list"),
+    ScopeSpec("transcript", "Transcript screen"),
+    ScopeSpec("transcript-view", "Transcript view"),
+    ScopeSpec("runs", "Runs screen"),
+    ScopeSpec("run-list", "Run list"),
+    ScopeSpec("run-timeline", "Run-event timeline"),
+    ScopeSpec("checkpoints", "Checkpoints screen"),
+    ScopeSpec("checkpoint-list", "Checkpoint list"),
+    ScopeSpec("native-transcript", "Native transcript screen (Claude Code, Codex)"),
+    ScopeSpec("native-view", "Native transcript view"),
+    ScopeSpec("welcome", "Welcome screen"),
+    ScopeSpec("help", "Help"),
+    ScopeSpec("confirm", "Confirm dialog"),
+    ScopeSpec("tool-pick", "Tool-call picker"),
+)
+"""Every scope, in the order help and the README list them."""
+
+SCOPE_TITLES: dict[str, str] = {scope.id: scope.title for scope in SCOPES}
 
 
 @dataclass(frozen=True)
@@ -64,44 +92,143 @@ class ActionSpec:
         )
 
 
-_REGISTRY: dict[str, ActionSpec] = {}
+# --- the actions -----------------------------------------------------------------------------------------------
 
-ACTION_MODULES: list[str] = [
-    "tui.screens.sessions",
-    "tui.screens.transcript_actions",
-    "tui.screens.transcript",
-    "tui.screens.checkpoints",
-    "tui.widgets.checkpoint_list",
-    "tui.screens.runs",
-]
-"""Modules that register more actions when imported (screens opened later). The app imports them in the
-background after the first paint, then checks the user's keymap against the complete registry."""
+# The confirm dialog: an action that opens it must use another key than confirm.apply (see tui.widgets.confirm).
+ACTIONS: tuple[ActionSpec, ...] = (
+    ActionSpec('app.help', 'help', 'question_mark,f1', 'Help', 'Show the keys of the focused widget, this screen and the app.', 'app'),
+    ActionSpec('app.palette', 'command_palette', 'ctrl+p', 'Palette', 'Open the command palette: every action, themes, open a session.', 'app', show=False, priority=True, palette=False),
+    ActionSpec('app.jump', 'jump', 'colon', 'Jump', 'Jump to a section (Sessions, …).', 'app'),
+    ActionSpec('app.theme-cycle', 'cycle_theme', 'ctrl+t', 'Theme', 'Switch to the next theme; the choice is remembered.', 'app', show=False),
+    ActionSpec('app.back', 'back', 'escape', 'Back', 'Close this screen and go back.', 'app', show=False),
+    ActionSpec('app.quit', 'quit', 'q', 'Quit', 'Quit Sessionscope.', 'app'),
+    ActionSpec('app.force-quit', 'quit', 'ctrl+q', 'Quit', 'Quit Sessionscope from anywhere, even while typing.', 'app', show=False, priority=True, palette=False),
+    ActionSpec('sessions.filter', 'filter', 'slash', 'Filter', 'Type to filter sessions by id, work dir, channel or text.', 'sessions'),
+    ActionSpec('sessions.clear-filter', 'clear_filter', 'escape', 'Clear', 'Clear the filter and facet; close the filter box.', 'sessions', show=False),
+    ActionSpec('sessions.sort', 'cycle_sort', 's', 'Sort', 'Sort by the next key: last active, title, messages, work dir, created.', 'sessions'),
+    ActionSpec('sessions.reverse', 'reverse_sort', 'S', 'Reverse', 'Reverse the sort order.', 'sessions', show=False),
+    ActionSpec('sessions.facet', 'pick_facet', 'f', 'Facet', 'Show only one work dir, project or channel.', 'sessions'),
+    ActionSpec('sessions.refresh', 'refresh', 'r', 'Refresh', 'Re-read the list from the database, keeping the cursor.', 'sessions'),
+    ActionSpec('list.down', 'cursor_down', 'j,down', 'Down', 'Move the cursor down one row.', 'session-list', show=False, palette=False),
+    ActionSpec('list.up', 'cursor_up', 'k,up', 'Up', 'Move the cursor up one row.', 'session-list', show=False, palette=False),
+    ActionSpec('list.top', 'cursor_top', 'g,home', 'Top', 'Go to the first session.', 'session-list', show=False),
+    ActionSpec('list.bottom', 'cursor_bottom', 'G,end', 'Bottom', 'Go to the last session.', 'session-list', show=False),
+    ActionSpec('list.page-down', 'page_down', 'pagedown', 'Page down', 'Move the cursor one page down.', 'session-list', show=False, palette=False),
+    ActionSpec('list.page-up', 'page_up', 'pageup', 'Page up', 'Move the cursor one page up.', 'session-list', show=False, palette=False),
+    ActionSpec('list.open', 'open', 'enter', 'Open', 'Open the session under the cursor as a transcript.', 'session-list'),
+    ActionSpec('welcome.demo', 'open_demo', 'd', 'Open demo', 'Build (or reuse) the demo session directory and open it read-write.', 'welcome'),
+    ActionSpec('help.close', 'close', 'escape,question_mark,q', 'Close', 'Close the help.', 'help', palette=False),
+    ActionSpec('confirm.cancel', 'cancel', 'escape,n', 'Cancel', 'Close the dialog without changing anything.', 'confirm', palette=False),
+    ActionSpec('confirm.apply', 'confirm', 'y', 'Apply', 'Apply the change shown in the dialog.', 'confirm', palette=False),
+    ActionSpec('sessions.runs', 'session_runs', 'R', 'Runs', 'Show the runs, leases and recovery records of the session under the cursor.', 'sessions'),
+    ActionSpec('sessions.source', 'cycle_source', 'a', 'Source', 'Switch the list between mothx sessions and the captured Claude Code and Codex sessions.', 'sessions'),
+    ActionSpec('transcript-view.line-down', 'scroll_lines(1)', 'j', 'Line down', 'Scroll down one line.', 'transcript-view', show=False, palette=False),
+    ActionSpec('transcript-view.line-up', 'scroll_lines(-1)', 'k', 'Line up', 'Scroll up one line.', 'transcript-view', show=False, palette=False),
+    ActionSpec('transcript-view.next-block', 'cursor(1)', 'down', 'Next block', 'Move the cursor to the next block.', 'transcript-view', show=False, palette=False),
+    ActionSpec('transcript-view.prev-block', 'cursor(-1)', 'up', 'Previous block', 'Move the cursor to the previous block.', 'transcript-view', show=False, palette=False),
+    ActionSpec('transcript-view.page-down', 'page(1)', 'space,pagedown', 'Page down', 'Scroll down one screen.', 'transcript-view', show=False, palette=False),
+    ActionSpec('transcript-view.page-up', 'page(-1)', 'b,pageup', 'Page up', 'Scroll up one screen.', 'transcript-view', show=False, palette=False),
+    ActionSpec('transcript-view.first', 'first', 'g,home', 'First', 'Jump to the first entry.', 'transcript-view'),
+    ActionSpec('transcript-view.last', 'last', 'G,end', 'Last', 'Jump to the last entry.', 'transcript-view'),
+    ActionSpec('transcript.raw', 'toggle_raw', 'R,tab', 'Raw', 'Switch between the replay and every raw entry row.', 'transcript', key_display='R'),
+    ActionSpec('transcript.next-turn', 'next_turn', 'n', 'Next turn', 'Jump to the next turn start.', 'transcript'),
+    ActionSpec('transcript.prev-turn', 'prev_turn', 'p', 'Prev turn', 'Jump to the previous turn start.', 'transcript'),
+    ActionSpec('transcript.next-marker', 'next_marker', 'right_square_bracket', 'Next marker', 'Jump to the next compaction or override.', 'transcript', show=False, key_display=']'),
+    ActionSpec('transcript.prev-marker', 'prev_marker', 'left_square_bracket', 'Prev marker', 'Jump to the previous compaction or override.', 'transcript', show=False, key_display='['),
+    ActionSpec('transcript.copy', 'copy', 'y', 'Copy', 'Copy the block under the cursor to the clipboard.', 'transcript'),
+    ActionSpec('transcript.export', 'export', 'e', 'Export', 'Write the transcript to a Markdown or JSON file outside the session directory.', 'transcript'),
+    ActionSpec('transcript.follow', 'toggle_follow', 'F', 'Follow', 'Follow the live session: show entries other processes append (on by default).', 'transcript'),
+    ActionSpec('native-view.line-down', 'scroll_lines(1)', 'j', 'Line down', 'Scroll down one line.', 'native-view', show=False, palette=False),
+    ActionSpec('native-view.line-up', 'scroll_lines(-1)', 'k', 'Line up', 'Scroll up one line.', 'native-view', show=False, palette=False),
+    ActionSpec('native-view.next-block', 'cursor(1)', 'down', 'Next block', 'Move the cursor to the next record.', 'native-view', show=False, palette=False),
+    ActionSpec('native-view.prev-block', 'cursor(-1)', 'up', 'Previous block', 'Move the cursor to the previous record.', 'native-view', show=False, palette=False),
+    ActionSpec('native-view.page-down', 'page(1)', 'space,pagedown', 'Page down', 'Scroll down one screen.', 'native-view', show=False, palette=False),
+    ActionSpec('native-view.page-up', 'page(-1)', 'pageup', 'Page up', 'Scroll up one screen.', 'native-view', show=False, palette=False),
+    ActionSpec('native-view.first', 'first', 'g,home', 'First', 'Jump to the first record.', 'native-view'),
+    ActionSpec('native-view.last', 'last', 'G,end', 'Last', 'Jump to the last record.', 'native-view'),
+    ActionSpec('native-transcript.branch', 'switch_branch', 'b', 'Branch', 'Show the next branch of the rewind nearest the cursor.', 'native-transcript'),
+    ActionSpec('native-transcript.open', 'open_subagent', 'enter', 'Sub-agent', 'Open the sub-agent transcript of the Task call under the cursor.', 'native-transcript'),
+    ActionSpec('native-transcript.raw', 'toggle_raw', 'R,tab', 'Raw', "Switch between the records as blocks and the file's numbered lines.", 'native-transcript', key_display='R'),
+    ActionSpec('native-transcript.next-marker', 'next_marker', 'right_square_bracket', 'Next marker', 'Jump to the next fork, compaction, summary, unreadable line or interrupted call.', 'native-transcript', show=False, key_display=']'),
+    ActionSpec('native-transcript.prev-marker', 'prev_marker', 'left_square_bracket', 'Prev marker', 'Jump to the previous fork, compaction, summary, unreadable line or interrupted call.', 'native-transcript', show=False, key_display='['),
+    ActionSpec('native-transcript.follow', 'toggle_follow', 'F', 'Follow', "Follow the agent's file: records it appends show up (on by default).", 'native-transcript'),
+    ActionSpec('native-transcript.copy', 'copy', 'y', 'Copy', 'Copy the record under the cursor to the clipboard.', 'native-transcript'),
+    ActionSpec('native-transcript.export', 'export', 'e', 'Export', 'Write the shown branch to a Markdown or JSON file outside the session directory.', 'native-transcript'),
+    ActionSpec('checkpoint-list.down', 'cursor_down', 'j,down', 'Down', 'Move the cursor down one row.', 'checkpoint-list', show=False, palette=False),
+    ActionSpec('checkpoint-list.up', 'cursor_up', 'k,up', 'Up', 'Move the cursor up one row.', 'checkpoint-list', show=False, palette=False),
+    ActionSpec('checkpoint-list.top', 'cursor_top', 'g,home', 'Top', 'Go to the first checkpoint.', 'checkpoint-list', show=False),
+    ActionSpec('checkpoint-list.bottom', 'cursor_bottom', 'G,end', 'Bottom', 'Go to the last checkpoint.', 'checkpoint-list', show=False),
+    ActionSpec('checkpoint-list.page-down', 'page_down', 'pagedown', 'Page down', 'Move the cursor one page down.', 'checkpoint-list', show=False, palette=False),
+    ActionSpec('checkpoint-list.page-up', 'page_up', 'pageup', 'Page up', 'Move the cursor one page up.', 'checkpoint-list', show=False, palette=False),
+    ActionSpec('checkpoint-list.open', 'open', 'enter', 'Open', 'Read the checkpoint under the cursor as a transcript.', 'checkpoint-list'),
+    ActionSpec('checkpoints.verify', 'verify', 'v', 'Verify', 'Compare the selected checkpoint with its files on disk now (writes nothing).', 'checkpoints'),
+    ActionSpec('checkpoints.verify-all', 'verify_all', 'V', 'Verify all', 'Compare every listed checkpoint with its files on disk now (writes nothing).', 'checkpoints'),
+    ActionSpec('checkpoints.reset', 'reset', 'R', 'Reset', 'Publish a reset for the selected checkpoint after a preview: the next capture stores its files afresh.', 'checkpoints', writes=True),
+    ActionSpec('checkpoints.refresh', 'refresh', 'r', 'Refresh', 'Re-read the checkpoints, keeping the cursor and the proofs.', 'checkpoints'),
+    ActionSpec('checkpoints.export-repaired', 'export_repaired', 'x', 'Repaired copy', "Write a new copy of the selected session's transcript with every interrupted call closed by a synthetic 'interrupted' result (the original is never modified).", 'checkpoints'),
+    ActionSpec('runs-list.down', 'cursor_down', 'j,down', 'Down', 'Move the cursor down one run.', 'run-list', show=False, palette=False),
+    ActionSpec('runs-list.up', 'cursor_up', 'k,up', 'Up', 'Move the cursor up one run.', 'run-list', show=False, palette=False),
+    ActionSpec('runs-list.top', 'cursor_top', 'g,home', 'Top', 'Go to the first run.', 'run-list', show=False),
+    ActionSpec('runs-list.bottom', 'cursor_bottom', 'G,end', 'Bottom', 'Go to the last run read so far.', 'run-list', show=False),
+    ActionSpec('runs-list.page-down', 'page_down', 'pagedown', 'Page down', 'Move the cursor one page down.', 'run-list', show=False, palette=False),
+    ActionSpec('runs-list.page-up', 'page_up', 'pageup', 'Page up', 'Move the cursor one page up.', 'run-list', show=False, palette=False),
+    ActionSpec('runs-list.open', 'open', 'enter', 'Transcript', "Open the transcript of the run's session.", 'run-list'),
+    ActionSpec('timeline.down', 'scroll_down', 'j,down', 'Down', 'Scroll the timeline down.', 'run-timeline', show=False, palette=False),
+    ActionSpec('timeline.up', 'scroll_up', 'k,up', 'Up', 'Scroll the timeline up.', 'run-timeline', show=False, palette=False),
+    ActionSpec('timeline.top', 'scroll_home', 'g,home', 'Top', 'Go to the first event.', 'run-timeline', show=False),
+    ActionSpec('timeline.bottom', 'scroll_end', 'G,end', 'Bottom', 'Go to the last event read.', 'run-timeline', show=False),
+    ActionSpec('runs.recover', 'recover_run', 'x', 'Recover', 'Recover the orphaned run under the cursor as the runtime would, after a preview.', 'runs', writes=True),
+    ActionSpec('runs.abandon-tools', 'abandon_tools', 't', 'Abandon tools', "Pick interrupted tool calls of the run's session and mark them abandoned; nothing is run again.", 'runs', writes=True),
+    ActionSpec('runs.release-lease', 'release_lease', 'L', 'Release lease', 'Release the expired lease of the session under the cursor, after a preview.', 'runs', writes=True),
+    ActionSpec('runs.orphaned', 'toggle_orphaned', 'o', 'Orphaned', 'Show only orphaned runs and failed recoveries, or every run again.', 'runs'),
+    ActionSpec('runs.scope', 'toggle_scope', 'a', 'All/one', "Switch between every session's runs and the runs of the session under the cursor.", 'runs'),
+    ActionSpec('runs.refresh', 'refresh', 'r', 'Refresh', 'Re-read the runs from the database, keeping the cursor.', 'runs'),
+    ActionSpec('runs.copy', 'copy_run_id', 'c', 'Copy id', 'Copy the id of the run under the cursor to the clipboard.', 'runs', show=False),
+    ActionSpec('pick.toggle-all', 'toggle_all', 'ctrl+a', 'All/none', 'Select every call, or none.', 'tool-pick'),
+    ActionSpec('pick.preview', 'preview', 'p', 'Preview', 'Preview abandoning the selected calls.', 'tool-pick'),
+    ActionSpec('pick.cancel', 'cancel', 'escape', 'Cancel', 'Close without changing anything.', 'tool-pick'),
+)
+"""Every action of the app, grouped by scope in the order help, the README and the palette list them."""
+
+_BY_ID: dict[str, ActionSpec] = {spec.id: spec for spec in ACTIONS}
+if len(_BY_ID) != len(ACTIONS):  # pragma: no cover - a typo in the table above
+    raise ValueError("two actions share an id")
+
+_EXTRA: dict[str, ActionSpec] = {}
+"""Actions added by tests (:func:`register`); the app itself adds none."""
 
 
 def register(spec: ActionSpec) -> ActionSpec:
-    """Add ``spec`` to the registry (replacing one with the same id) and return it."""
-    _REGISTRY[spec.id] = spec
+    """For tests only: add an action that is not in :data:`ACTIONS` (undo with :func:`unregister`)."""
+    if spec.id in _BY_ID:
+        raise ValueError(f"{spec.id} is an action of the app")
+    _EXTRA[spec.id] = spec
     return spec
 
 
 def unregister(action_id: str) -> None:
-    _REGISTRY.pop(action_id, None)
+    _EXTRA.pop(action_id, None)
 
 
 def get(action_id: str) -> ActionSpec:
-    return _REGISTRY[action_id]
+    spec = find(action_id)
+    if spec is None:
+        raise KeyError(action_id)
+    return spec
 
 
 def find(action_id: str | None) -> ActionSpec | None:
-    return _REGISTRY.get(action_id) if action_id else None
+    if not action_id:
+        return None
+    return _BY_ID.get(action_id) or _EXTRA.get(action_id)
 
 
 def all_actions() -> list[ActionSpec]:
-    return list(_REGISTRY.values())
+    return [*ACTIONS, *_EXTRA.values()]
 
 
 def in_scope(scope: str) -> list[ActionSpec]:
-    return [spec for spec in _REGISTRY.values() if spec.scope == scope]
+    return [spec for spec in all_actions() if spec.scope == scope]
 
 
 def bindings(scope: str) -> list[BindingType]:
@@ -109,12 +236,15 @@ def bindings(scope: str) -> list[BindingType]:
     return [spec.binding() for spec in in_scope(scope)]
 
 
+def _bare(action: str) -> str:
+    return action.split(".", 1)[1] if action.startswith(("app.", "screen.")) else action
+
+
 def spec_for_action(action: str, scope: str | None = None) -> ActionSpec | None:
-    """The registered spec whose action string is ``action`` (``app.`` / ``screen.`` prefixes ignored)."""
-    bare = action.split(".", 1)[1] if action.startswith(("app.", "screen.")) else action
-    for spec in _REGISTRY.values():
-        spec_bare = spec.action.split(".", 1)[1] if spec.action.startswith(("app.", "screen.")) else spec.action
-        if spec_bare == bare and (scope is None or spec.scope == scope):
+    """The spec whose action string is ``action`` (``app.`` / ``screen.`` prefixes ignored)."""
+    bare = _bare(action)
+    for spec in all_actions():
+        if _bare(spec.action) == bare and (scope is None or spec.scope == scope):
             return spec
     return None
 
@@ -129,49 +259,6 @@ def check_write(action: str, writable: bool) -> bool | None:
     if not writable and is_write_action(action):
         return None
     return True
-
-
-# --- the actions -----------------------------------------------------------------------------------------------
-
-A = register
-
-# Everywhere (App.BINDINGS)
-A(ActionSpec("app.help", "help", "question_mark,f1", "Help", "Show the keys of the focused widget, this screen and the app.", "app"))
-A(ActionSpec("app.palette", "command_palette", "ctrl+p", "Palette", "Open the command palette: every action, themes, open a session.", "app", show=False, priority=True, palette=False))
-A(ActionSpec("app.jump", "jump", "colon", "Jump", "Jump to a section (Sessions, …).", "app"))
-A(ActionSpec("app.theme-cycle", "cycle_theme", "ctrl+t", "Theme", "Switch to the next theme; the choice is remembered.", "app", show=False))
-A(ActionSpec("app.back", "back", "escape", "Back", "Close this screen and go back.", "app", show=False))
-A(ActionSpec("app.quit", "quit", "q", "Quit", "Quit Sessionscope.", "app"))
-A(ActionSpec("app.force-quit", "quit", "ctrl+q", "Quit", "Quit Sessionscope from anywhere, even while typing.", "app", show=False, priority=True, palette=False))
-
-# Sessions screen
-A(ActionSpec("sessions.filter", "filter", "slash", "Filter", "Type to filter sessions by id, work dir, channel or text.", "sessions"))
-A(ActionSpec("sessions.clear-filter", "clear_filter", "escape", "Clear", "Clear the filter and facet; close the filter box.", "sessions", show=False))
-A(ActionSpec("sessions.sort", "cycle_sort", "s", "Sort", "Sort by the next key: last active, title, messages, work dir, created.", "sessions"))
-A(ActionSpec("sessions.reverse", "reverse_sort", "S", "Reverse", "Reverse the sort order.", "sessions", show=False))
-A(ActionSpec("sessions.facet", "pick_facet", "f", "Facet", "Show only one work dir, project or channel.", "sessions"))
-A(ActionSpec("sessions.refresh", "refresh", "r", "Refresh", "Re-read the list from the database, keeping the cursor.", "sessions"))
-
-# Session list (the focused widget of the Sessions screen)
-A(ActionSpec("list.down", "cursor_down", "j,down", "Down", "Move the cursor down one row.", "session-list", show=False, palette=False))
-A(ActionSpec("list.up", "cursor_up", "k,up", "Up", "Move the cursor up one row.", "session-list", show=False, palette=False))
-A(ActionSpec("list.top", "cursor_top", "g,home", "Top", "Go to the first session.", "session-list", show=False))
-A(ActionSpec("list.bottom", "cursor_bottom", "G,end", "Bottom", "Go to the last session.", "session-list", show=False))
-A(ActionSpec("list.page-down", "page_down", "pagedown", "Page down", "Move the cursor one page down.", "session-list", show=False, palette=False))
-A(ActionSpec("list.page-up", "page_up", "pageup", "Page up", "Move the cursor one page up.", "session-list", show=False, palette=False))
-A(ActionSpec("list.open", "open", "enter", "Open", "Open the session under the cursor as a transcript.", "session-list"))
-
-# Welcome screen
-A(ActionSpec("welcome.demo", "open_demo", "d", "Open demo", "Build (or reuse) the demo session directory and open it read-write.", "welcome"))
-
-# Help screen
-A(ActionSpec("help.close", "close", "escape,question_mark,q", "Close", "Close the help.", "help", palette=False))
-
-# Confirm dialog. An action that opens it must use another key than confirm.apply (see tui.widgets.confirm)
-A(ActionSpec("confirm.cancel", "cancel", "escape,n", "Cancel", "Close the dialog without changing anything.", "confirm", palette=False))
-A(ActionSpec("confirm.apply", "confirm", "y", "Apply", "Apply the change shown in the dialog.", "confirm", palette=False))
-
-del A
 
 
 # --- the user keymap -------------------------------------------------------------------------------------------
@@ -198,8 +285,8 @@ def parse_keymap(text: str, source: str = "keymap.toml") -> KeymapLoad:
     """Read ``[keymap] action_id = "key"`` from TOML text.
 
     Dotted ids may be written bare (``sessions.filter = "F"``, which TOML reads as a nested table) or quoted.
-    A value may be a string (``"j,down"``) or a list of keys. Bad values are reported, not fatal. Ids are not
-    checked here (screens register their actions when first imported): see :func:`unknown_ids`.
+    A value may be a string (``"j,down"``) or a list of keys. Bad values are reported, not fatal. Ids are
+    checked by :func:`unknown_ids`.
     """
     try:
         data = tomllib.loads(text)
@@ -223,21 +310,8 @@ def parse_keymap(text: str, source: str = "keymap.toml") -> KeymapLoad:
 
 
 def unknown_ids(keymap: dict[str, str]) -> list[str]:
-    """The ids of ``keymap`` that no registered action has (check after :data:`ACTION_MODULES` are imported)."""
-    return [action_id for action_id in keymap if action_id not in _REGISTRY]
-
-
-def import_action_modules() -> list[str]:
-    """Import every module of :data:`ACTION_MODULES`; return one line per module that failed to import."""
-    import importlib
-
-    failures: list[str] = []
-    for name in ACTION_MODULES:
-        try:
-            importlib.import_module(name)
-        except Exception as exc:  # noqa: BLE001 - a missing screen must not stop the app
-            failures.append(f"{name}: {type(exc).__name__}: {exc}")
-    return failures
+    """The ids of ``keymap`` that no action has."""
+    return [action_id for action_id in keymap if find(action_id) is None]
 
 
 def load_keymap(path: Path) -> KeymapLoad:
@@ -262,47 +336,25 @@ def keymap_path() -> Path:
 
 @dataclass(frozen=True)
 class Section:
-    """A top-level section of the app. ``open`` makes the section's screen current."""
+    """A top-level section of the app: its screen is ``module``'s class ``class_name``, imported when first shown
+    (by the app: see ``SessionscopeApp.open_section``)."""
 
     id: str
     title: str
     description: str
-    open: Callable[[object], None]  # called with the App
+    module: str
+    class_name: str
 
 
-_SECTIONS: dict[str, Section] = {}
-
-
-def register_section(section: Section) -> Section:
-    _SECTIONS[section.id] = section
-    return section
+SECTIONS: tuple[Section, ...] = (
+    Section("sessions", "Sessions", "Every session: filter, sort, open a transcript.",
+            "tui.screens.sessions", "SessionsScreen"),
+    Section("runs", "Runs", "Active and recent runs, leases, recovery: recover orphans, release leases.",
+            "tui.screens.runs", "RunsScreen"),
+    Section("checkpoints", "Checkpoints", "External-agent checkpoints: verify, publish a reset.",
+            "tui.screens.checkpoints", "CheckpointsScreen"),
+)
 
 
 def sections() -> list[Section]:
-    return list(_SECTIONS.values())
-
-
-def _section_screen(module: str, class_name: str) -> Callable[[object], None]:
-    """An opener that imports the section's screen module only when the section is first shown."""
-
-    def open_section(app: object) -> None:
-        import importlib
-
-        try:
-            screen_type = getattr(importlib.import_module(module), class_name)
-        except (ImportError, AttributeError) as exc:
-            from tui.safe import notify
-
-            notify(app, f"This section is not available: {exc}.", severity="error")  # type: ignore[arg-type]
-            return
-        getattr(app, "show_section_screen")(screen_type)  # noqa: B009 - the App, typed as object
-
-    return open_section
-
-
-register_section(Section("sessions", "Sessions", "Every session: filter, sort, open a transcript.",
-                         _section_screen("tui.screens.sessions", "SessionsScreen")))
-register_section(Section("runs", "Runs", "Active and recent runs, leases, recovery: recover orphans, release leases.",
-                         _section_screen("tui.screens.runs", "RunsScreen")))
-register_section(Section("checkpoints", "Checkpoints", "External-agent checkpoints: verify, publish a reset.",
-                         _section_screen("tui.screens.checkpoints", "CheckpointsScreen")))
+    return list(SECTIONS)

@@ -37,7 +37,6 @@ from tui.live import LiveChanged, LiveFlush, LiveUpdates, deliver, live_wanted
 from tui.messages import (
     DemoReady,
     IntegrityChecked,
-    KeymapChecked,
     SessionResolved,
     StoreFailed,
     StoreOpened,
@@ -327,17 +326,13 @@ class ReportingWorkers(WorkerManager):
         if worker.state is not WorkerState.ERROR or worker.error is None:
             return
         app = self._app
-        if getattr(app, "_quitting", False):
+        if isinstance(app, SessionscopeApp) and app._quitting:
             return  # an interrupted query at quit is not news
         # Sent "by the app": Textual stops a bubbling message at its sender, which must not be a screen on the way.
         message = WorkerFailed(worker, describe_error(worker.error)).set_sender(app)
         node = worker.node
         if node is app or not node.post_message(message):
             app.post_message(message)
-
-
-if "tui.screens.runs" not in actions.ACTION_MODULES:
-    actions.ACTION_MODULES.append("tui.screens.runs")  # its actions are checked against the user keymap too
 
 
 def _commands_provider() -> type[Provider]:
@@ -505,21 +500,11 @@ class SessionscopeApp(App[object]):
         self.user_keymap = dict(loaded.keymap)
         if loaded.keymap:
             self.set_keymap(loaded.keymap)
-            # Ids of screens not imported yet are only known once their modules are: check after the first paint.
-            self.call_after_refresh(self._check_keymap, str(path), dict(loaded.keymap))
         for problem in loaded.problems:
             notify(self, problem, title="Keymap", severity="warning")
-
-    @work(thread=True, exclusive=True, group="keymap", exit_on_error=False, description="Check the keymap")
-    def _check_keymap(self, source: str, keymap: dict[str, str]) -> None:
-        failures = actions.import_action_modules()
-        unknown = actions.unknown_ids(keymap)
-        self.post_message(KeymapChecked(source, unknown, failures))
-
-    @on(KeymapChecked)
-    def _keymap_checked(self, message: KeymapChecked) -> None:
-        for action_id in message.unknown:
-            notify(self, f"{tildify(message.source)}: unknown action id '{action_id}'.", title="Keymap",
+        # The action table is static: every id is known now, before any screen module is imported.
+        for action_id in actions.unknown_ids(loaded.keymap):
+            notify(self, f"{tildify(str(path))}: unknown action id '{action_id}'.", title="Keymap",
                    severity="warning")
 
     @work(thread=True, exclusive=True, group="store-open", exit_on_error=False, description="Open the session directory")
@@ -736,10 +721,22 @@ class SessionscopeApp(App[object]):
         from textual.command import SimpleCommand
 
         commands = [
-            SimpleCommand(markup_escape(section.title), lambda s=section: s.open(self), markup_escape(section.description))
-            for section in actions.sections()
+            SimpleCommand(markup_escape(section.title), lambda s=section: self.open_section(s),
+                          markup_escape(section.description))
+            for section in actions.SECTIONS
         ]
         self.search_commands(commands, placeholder="Jump to a section…")
+
+    def open_section(self, section: actions.Section) -> None:
+        """Show ``section``'s screen, importing its module the first time (the action table names it by string)."""
+        import importlib
+
+        try:
+            screen_type = getattr(importlib.import_module(section.module), section.class_name)
+        except (ImportError, AttributeError) as exc:
+            notify(self, f"This section is not available: {exc}.", severity="error")
+            return
+        self.show_section_screen(screen_type)
 
     def action_cycle_theme(self) -> None:
         names = self.theme_names or sorted(self.available_themes)

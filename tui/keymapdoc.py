@@ -13,25 +13,6 @@ from tui import actions
 
 START, END = "<!-- KEYMAP-START -->", "<!-- KEYMAP-END -->"
 
-SCOPE_TITLES = {
-    "app": "Everywhere",
-    "sessions": "Sessions screen",
-    "session-list": "Session list",
-    "transcript": "Transcript screen",
-    "transcript-view": "Transcript view",
-    "runs": "Runs screen",
-    "run-list": "Run list",
-    "run-timeline": "Run-event timeline",
-    "checkpoints": "Checkpoints screen",
-    "checkpoint-list": "Checkpoint list",
-    "native-transcript": "Native transcript screen (Claude Code, Codex)",
-    "native-view": "Native transcript view",
-    "welcome": "Welcome screen",
-    "help": "Help",
-    "confirm": "Confirm dialog",
-    "tool-pick": "Tool-call picker",
-}
-
 KEY_NAMES = {
     "question_mark": "?", "colon": ":", "slash": "/", "escape": "esc", "right_square_bracket": "]",
     "left_square_bracket": "[", "space": "space", "pagedown": "pgdn", "pageup": "pgup", "enter": "enter",
@@ -44,16 +25,15 @@ def pretty_key(keys: str) -> str:
 
 def keymap_markdown() -> str:
     """One table per scope: key, what it does, the action id to remap it by."""
-    actions.import_action_modules()
     by_scope: dict[str, list[actions.ActionSpec]] = {}
     for spec in actions.all_actions():
         by_scope.setdefault(spec.scope, []).append(spec)
     parts: list[str] = []
-    order = list(SCOPE_TITLES)
+    order = list(actions.SCOPE_TITLES)
     scopes = sorted(by_scope, key=lambda sc: (order.index(sc) if sc in order else len(order), sc))
     for scope in scopes:
         specs = by_scope[scope]
-        parts.append(f"**{SCOPE_TITLES.get(scope, scope)}**\n")
+        parts.append(f"**{actions.SCOPE_TITLES.get(scope, scope)}**\n")
         parts.append("| key | does | id |\n| --- | --- | --- |")
         for spec in specs:
             writes = " *(repair: disabled in read modes)*" if spec.writes else ""

@@ -29,7 +29,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from tui import actions
-from tui.actions import ActionSpec
+from tui.context import store
 from tui.formatting import describe_error, one_line, plural, shown_path, tildify, utc_minutes
 from tui.messages import WorkerFailed
 from tui.safe import data_line, notify
@@ -45,15 +45,6 @@ if TYPE_CHECKING:
     from store.agents.capture import VerifyResult
     from store.mothx.sessiondir import SessionDir
 
-_A = actions.register
-_A(ActionSpec("checkpoints.verify", "verify", "v", "Verify", "Compare the selected checkpoint with its files on disk now (writes nothing).", "checkpoints"))
-_A(ActionSpec("checkpoints.verify-all", "verify_all", "V", "Verify all", "Compare every listed checkpoint with its files on disk now (writes nothing).", "checkpoints"))
-_A(ActionSpec("checkpoints.reset", "reset", "R", "Reset", "Publish a reset for the selected checkpoint after a preview: the next capture stores its files afresh.", "checkpoints", writes=True))
-_A(ActionSpec("checkpoints.refresh", "refresh", "r", "Refresh", "Re-read the checkpoints, keeping the cursor and the proofs.", "checkpoints"))
-_A(ActionSpec("checkpoints.export-repaired", "export_repaired", "x", "Repaired copy",
-              "Write a new copy of the selected session's transcript with every interrupted call closed by a "
-              "synthetic 'interrupted' result (the original is never modified).", "checkpoints"))
-del _A
 
 ALL_AGENTS = ""
 AGENT_TITLES = {"claude-code": "Claude Code", "codex": "Codex"}
@@ -222,7 +213,8 @@ class CheckpointsScreen(Screen[None]):
     """Agents, their captured sessions, and the selected session's files; verify and reset."""
 
     CSS_PATH = "checkpoints.tcss"
-    BINDINGS: ClassVar = actions.bindings("checkpoints")
+    ACTION_SCOPE: ClassVar[str] = "checkpoints"
+    BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Checkpoints screen"
     AUTO_FOCUS = "#checkpoints"
 
@@ -252,7 +244,7 @@ class CheckpointsScreen(Screen[None]):
 
     def on_mount(self) -> None:
         if self.sd is None:
-            self.sd = getattr(self.app, "sd", None)
+            self.sd = store(self)
         self.query_one(CheckpointList).empty_text = (
             "No checkpoints yet. Capture some: sessionscope capture claude-code (or codex), then press r.")
         self._load()
@@ -497,7 +489,7 @@ class CheckpointsScreen(Screen[None]):
     # --- reset ------------------------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        sd = self.sd if self.sd is not None else getattr(self.app, "sd", None)
+        sd = self.sd if self.sd is not None else store(self)
         # Checkpoints live in a file of ours: only the open mode decides (store.agents.agentstate.require_state_writable).
         return actions.check_write(action, sd is not None and not sd.mode.is_read)
 

@@ -114,7 +114,8 @@ def render_help(groups: list[HelpGroup]) -> Group:
 class HelpScreen(ModalScreen[None]):
     """Every key that works on the screen below, grouped: focused widget, screen, app."""
 
-    BINDINGS: ClassVar = actions.bindings("help")
+    ACTION_SCOPE: ClassVar[str] = "help"
+    BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Help"
 
     DEFAULT_CSS = """

@@ -36,7 +36,6 @@ from tui import actions
 from tui.formatting import describe_error, plural, tildify
 from tui.messages import ExportFinished
 from tui.safe import notify
-from tui.screens import transcript_actions  # noqa: F401 - registers the keys below
 from tui.screens.transcript import copy_item
 from tui.widgets.export_dialog import (
     ExportDialog,
@@ -160,7 +159,8 @@ class NativeTranscriptScreen(Screen[None]):
     """A native agent transcript in the Transcript screen's views: branches, sub-agents, raw lines, follow."""
 
     CSS_PATH = "transcript.tcss"
-    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("native-transcript")]
+    ACTION_SCOPE: ClassVar[str] = "native-transcript"
+    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings(ACTION_SCOPE)]
     HELP_TITLE: ClassVar[str] = "Native transcript screen"
     AUTO_FOCUS = "#transcript-view"
 

@@ -19,7 +19,6 @@ after a repair, and when the earliest valid lease shown reaches its expiry (the 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -31,7 +30,7 @@ from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 
 from tui import actions
-from tui.actions import ActionSpec
+from tui.context import services, store
 from tui.formatting import describe_error, one_line
 from tui.live import LiveChanged
 from tui.messages import WorkerFailed
@@ -61,29 +60,7 @@ EXPIRY_GRACE_S = 0.5
 EXPIRY_HORIZON_S = 6 * 3600
 """Leases expiring later than this are not waited for (a re-read happens on the next hint or refresh)."""
 
-_A = actions.register
-_A(ActionSpec("runs.recover", "recover_run", "x", "Recover",
-    "Recover the orphaned run under the cursor as the runtime would, after a preview.", "runs", writes=True))
-_A(ActionSpec("runs.abandon-tools", "abandon_tools", "t", "Abandon tools",
-    "Pick interrupted tool calls of the run's session and mark them abandoned; nothing is run again.",
-    "runs", writes=True))
-_A(ActionSpec("runs.release-lease", "release_lease", "L", "Release lease",
-    "Release the expired lease of the session under the cursor, after a preview.", "runs", writes=True))
-_A(ActionSpec("runs.orphaned", "toggle_orphaned", "o", "Orphaned",
-    "Show only orphaned runs and failed recoveries, or every run again.", "runs"))
-_A(ActionSpec("runs.scope", "toggle_scope", "a", "All/one",
-    "Switch between every session's runs and the runs of the session under the cursor.", "runs"))
-_A(ActionSpec("runs.refresh", "refresh", "r", "Refresh",
-    "Re-read the runs from the database, keeping the cursor.", "runs"))
-_A(ActionSpec("runs.copy", "copy_run_id", "c", "Copy id",
-    "Copy the id of the run under the cursor to the clipboard.", "runs", show=False))
-_A(ActionSpec("pick.toggle-all", "toggle_all", "ctrl+a", "All/none", "Select every call, or none.", "tool-pick"))
-_A(ActionSpec("pick.preview", "preview", "p", "Preview", "Preview abandoning the selected calls.", "tool-pick"))
-_A(ActionSpec("pick.cancel", "cancel", "escape", "Cancel", "Close without changing anything.", "tool-pick"))
-del _A
 WRITE_ACTIONS = frozenset(spec.action for spec in actions.in_scope("runs") if spec.writes)
-actions.SCOPE_TITLES.setdefault("runs", "Runs screen")
-actions.SCOPE_TITLES.setdefault("tool-pick", "Pick tool calls")
 
 
 # --- messages from the workers -----------------------------------------------------------------------------------
@@ -133,7 +110,8 @@ class ToolsListed(Message):
 class ToolPickDialog(ModalScreen[list[str] | None]):
     """Choose interrupted tool calls (all chosen at first); ``p`` continues to the preview, ``esc`` cancels."""
 
-    BINDINGS: ClassVar = actions.bindings("tool-pick")
+    ACTION_SCOPE: ClassVar[str] = "tool-pick"
+    BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Pick tool calls"
     AUTO_FOCUS = "#pick-list"
 
@@ -216,7 +194,8 @@ class RunsScreen(Screen[None]):
     """Runs of every session (or of one), their leases and recovery records; repairs after a preview."""
 
     CSS_PATH = Path(__file__).with_name("runs.tcss")
-    BINDINGS: ClassVar = actions.bindings("runs")
+    ACTION_SCOPE: ClassVar[str] = "runs"
+    BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Runs screen"
     AUTO_FOCUS = "RunList"
 
@@ -241,7 +220,7 @@ class RunsScreen(Screen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        sd = getattr(self.app, "sd", None)
+        sd = store(self)
         self.query_one(StatusBar).count = "Opening the session directory…" if sd is None else "Reading runs…"
         self._show_scope()
         if sd is not None:
@@ -260,8 +239,8 @@ class RunsScreen(Screen[None]):
         return self.query_one(RunList)
 
     def now(self) -> float:
-        clock: Callable[[], float] | None = getattr(self.app, "clock", None)
-        return float(clock()) if clock is not None else time.time()
+        app = services(self)
+        return float(app.clock()) if app is not None else time.time()  # a test host: the wall clock
 
     @on(WorkerFailed)
     def _worker_failed(self, message: WorkerFailed) -> None:
@@ -275,7 +254,8 @@ class RunsScreen(Screen[None]):
         parts = ["all sessions" if self.scope.session_id is None else f"session {self.scope.session_id}"]
         if self.scope.orphaned_only:
             parts.append("orphaned only")
-        live = getattr(self.app, "live", None)
+        app = services(self)
+        live = app.live if app is not None else None
         if live is not None:
             parts.append(live.describe())
         self.query_one(StatusBar).query_text = "  ·  ".join(parts)
@@ -335,9 +315,10 @@ class RunsScreen(Screen[None]):
 
     @on(RunList.Opened)
     def _opened(self, message: RunList.Opened) -> None:
-        open_transcript = getattr(self.app, "open_transcript", None)
-        if open_transcript is not None:
-            open_transcript(message.row.session_id)
+        app = services(self)
+        if app is None:
+            raise RuntimeError("the Runs screen opens transcripts through the Sessionscope app")
+        app.open_transcript(message.row.session_id)
 
     def _on_tick(self) -> None:
         """Repaint the countdowns (no read); drop change marks after one refresh cycle."""
@@ -392,7 +373,7 @@ class RunsScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action not in WRITE_ACTIONS:
             return True
-        sd = self.sd or getattr(self.app, "sd", None)
+        sd = self.sd or store(self)
         return actions.check_write(action, sd is not None and sd.writable)
 
     def action_refresh(self) -> None:

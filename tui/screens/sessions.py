@@ -21,6 +21,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from tui import actions
+from tui.context import services, store
 from tui.formatting import describe_error, tildify
 from tui.live import LiveChanged
 from tui.messages import FacetChoice, FacetsLoaded, UnfilteredCounted, WorkerFailed
@@ -52,13 +53,6 @@ NATURAL_DESCENDING = {"last_active": True, "title": False, "messages": True, "cw
 """The direction each sort key starts in (newest / biggest first; names A to Z)."""
 
 FACET_TITLES = {"cwd": "work dir", "project_id": "project", "channel_type": "channel"}
-
-actions.register(actions.ActionSpec(
-    "sessions.runs", "session_runs", "R", "Runs",
-    "Show the runs, leases and recovery records of the session under the cursor.", "sessions"))
-actions.register(actions.ActionSpec(
-    "sessions.source", "cycle_source", "a", "Source",
-    "Switch the list between mothx sessions and the captured Claude Code and Codex sessions.", "sessions"))
 
 SOURCE_MOTHX = "mothx"
 AGENT_ORDER = ("claude-code", "codex")
@@ -98,7 +92,8 @@ class SessionsScreen(Screen[None]):
     """Sessions: a Line-API list of every session, with a live filter, sort keys and facets."""
 
     CSS_PATH = Path(__file__).with_name("sessions.tcss")  # absolute: subclasses in other folders keep it
-    BINDINGS: ClassVar = actions.bindings("sessions")
+    ACTION_SCOPE: ClassVar[str] = "sessions"
+    BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Sessions screen"
     AUTO_FOCUS = "SessionList"
 
@@ -127,7 +122,7 @@ class SessionsScreen(Screen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        sd = getattr(self.app, "sd", None)
+        sd = store(self)
         if sd is not None:
             self.attach(sd)
         else:
@@ -213,9 +208,9 @@ class SessionsScreen(Screen[None]):
     @on(SessionList.Counted)
     def _counted(self, message: SessionList.Counted) -> None:
         self.total = message.total
-        start = getattr(self.app, "start_integrity_check", None)
-        if start is not None:
-            self.call_after_refresh(start)  # after the first rows are painted
+        app = services(self)
+        if app is not None:  # a test host has no integrity check
+            self.call_after_refresh(app.start_integrity_check)  # after the first rows are painted
         if not self._is_filtered():
             self.unfiltered_total = message.total
         if self.agent_counts is None and self.sd is not None:
@@ -574,9 +569,10 @@ class SessionsScreen(Screen[None]):
 
     @on(SessionList.Opened)
     def _open_session(self, message: SessionList.Opened) -> None:
-        open_transcript = getattr(self.app, "open_transcript", None)
-        if open_transcript is not None:
-            open_transcript(message.session_id)
+        app = services(self)
+        if app is None:
+            raise RuntimeError("the Sessions screen opens transcripts through the Sessionscope app")
+        app.open_transcript(message.session_id)
 
     def on_agent_session_list_opened(self, message: AgentSessionList.Opened) -> None:
         row = message.row

@@ -35,11 +35,11 @@ from store.mothx.entries import ReplayPlan
 from store.mothx.sessiondir import SessionDir
 from store.safetext import one_line, safe
 from tui import actions
+from tui.context import services
 from tui.formatting import describe_error, plural, tildify
 from tui.live import LiveChanged
 from tui.messages import ExportFinished
 from tui.safe import notify
-from tui.screens import transcript_actions  # noqa: F401 - registers the keys below
 from tui.widgets.export_dialog import (
     ExportDialog,
     ExportRequest,
@@ -166,7 +166,8 @@ class TranscriptScreen(Screen[None]):
     """One session: the replay as blocks (or every raw row), turn / marker jumps, copy and export."""
 
     CSS_PATH = "transcript.tcss"
-    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("transcript")]
+    ACTION_SCOPE: ClassVar[str] = "transcript"
+    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings(ACTION_SCOPE)]
     HELP_TITLE: ClassVar[str] = "Transcript screen"
     AUTO_FOCUS = "#transcript-view"
 
@@ -390,7 +391,7 @@ class TranscriptScreen(Screen[None]):
             parts.append("reading…")
         if not self.follow:
             parts.append("follow off")
-        elif getattr(self.app, "live", None) is None:
+        elif (app := services(self)) is None or app.live is None:
             parts.append("follow: no live updates")  # a snapshot (nothing writes to a copy), or live updates off
         else:
             parts.append("follow on")

@@ -11,6 +11,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from tui import actions
+from tui.context import services
 from tui.formatting import shown_path
 from tui.safe import data_line, data_text
 from tui.widgets.header import AppHeader
@@ -55,7 +56,8 @@ class WelcomeScreen(Screen[None]):
     """No session directory was found at the default place: offer the demo."""
 
     DEFAULT_CSS = _CSS
-    BINDINGS: ClassVar = actions.bindings("welcome")
+    ACTION_SCOPE: ClassVar[str] = "welcome"
+    BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Welcome screen"
 
     def __init__(self, default_dir: Path) -> None:
@@ -80,9 +82,10 @@ class WelcomeScreen(Screen[None]):
 
     def action_open_demo(self) -> None:
         self.query_one("#welcome-status", Static).update("Preparing the demo directory…")
-        open_demo = getattr(self.app, "open_demo", None)
-        if open_demo is not None:
-            open_demo()
+        app = services(self)
+        if app is None:
+            raise RuntimeError("the demo is opened by the Sessionscope app")
+        app.open_demo()
 
     def show_status(self, text: str) -> None:
         self.query_one("#welcome-status", Static).update(data_line(text))
@@ -92,7 +95,8 @@ class OpenFailedScreen(Screen[None]):
     """The session directory could not be opened: the reason in one line, and what to do next."""
 
     DEFAULT_CSS = _CSS
-    BINDINGS: ClassVar = actions.bindings("welcome")
+    ACTION_SCOPE: ClassVar[str] = "welcome"
+    BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Open failed"
 
     def __init__(self, path: Path | None, error: str) -> None:
@@ -113,9 +117,10 @@ class OpenFailedScreen(Screen[None]):
 
     def action_open_demo(self) -> None:
         self.query_one("#welcome-status", Static).update("Preparing the demo directory…")
-        open_demo = getattr(self.app, "open_demo", None)
-        if open_demo is not None:
-            open_demo()
+        app = services(self)
+        if app is None:
+            raise RuntimeError("the demo is opened by the Sessionscope app")
+        app.open_demo()
 
     def show_status(self, text: str) -> None:
         self.query_one("#welcome-status", Static).update(data_line(text))

@@ -24,7 +24,6 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from tui import actions
-from tui.actions import ActionSpec
 from tui.formatting import one_line, shown_path
 from tui.widgets.cursor_rows import CursorRows
 from tui.widgets.session_list import Column, fit
@@ -32,15 +31,6 @@ from tui.widgets.session_list import Column, fit
 if TYPE_CHECKING:
     from store.agents.agentstate import CheckpointInfo
 
-_A = actions.register
-_A(ActionSpec("checkpoint-list.down", "cursor_down", "j,down", "Down", "Move the cursor down one row.", "checkpoint-list", show=False, palette=False))
-_A(ActionSpec("checkpoint-list.up", "cursor_up", "k,up", "Up", "Move the cursor up one row.", "checkpoint-list", show=False, palette=False))
-_A(ActionSpec("checkpoint-list.top", "cursor_top", "g,home", "Top", "Go to the first checkpoint.", "checkpoint-list", show=False))
-_A(ActionSpec("checkpoint-list.bottom", "cursor_bottom", "G,end", "Bottom", "Go to the last checkpoint.", "checkpoint-list", show=False))
-_A(ActionSpec("checkpoint-list.page-down", "page_down", "pagedown", "Page down", "Move the cursor one page down.", "checkpoint-list", show=False, palette=False))
-_A(ActionSpec("checkpoint-list.page-up", "page_up", "pageup", "Page up", "Move the cursor one page up.", "checkpoint-list", show=False, palette=False))
-_A(ActionSpec("checkpoint-list.open", "open", "enter", "Open", "Read the checkpoint under the cursor as a transcript.", "checkpoint-list"))
-del _A
 
 STRIP_CACHE = 400
 
@@ -110,7 +100,8 @@ def layout_columns(width: int) -> list[Column]:
 class CheckpointList(CursorRows, ScrollView, can_focus=True, inherit_bindings=False):
     """The checkpoints of the chosen agent(s); the cursor row is highlighted."""
 
-    BINDINGS: ClassVar = actions.bindings("checkpoint-list")
+    ACTION_SCOPE: ClassVar[str] = "checkpoint-list"
+    BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Checkpoint list"
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {

@@ -53,7 +53,8 @@ def counts_text(request: ConfirmRequest) -> str:
 class ConfirmDialog(ModalScreen[bool]):
     """Preview, counts, Cancel (focused) and Apply. Dismisses with ``True`` only on an explicit confirm."""
 
-    BINDINGS: ClassVar = actions.bindings("confirm")
+    ACTION_SCOPE: ClassVar[str] = "confirm"
+    BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Confirm dialog"
     AUTO_FOCUS = "#confirm-cancel"
 

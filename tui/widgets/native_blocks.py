@@ -27,20 +27,8 @@ from store.agents.native import (
     K_USER,
     NativeItem,
 )
-from tui.widgets.native_sources import (
-    N_FORK,
-    N_QUIET,
-    N_ROW,
-    N_SUBAGENT,
-    N_TURN,
-    CallResult,
-    ForkMark,
-    RawLine,
-    RecordView,
-    SubAgentNote,
-)
-from tui.widgets.transcript_blocks import _JSON_HIGHLIGHTER as JSON_HIGHLIGHTER
-from tui.widgets.transcript_blocks import (
+from tui.widgets.block_base import _JSON_HIGHLIGHTER as JSON_HIGHLIGHTER
+from tui.widgets.block_base import (
     MAX_ARGUMENT_LINES,
     MAX_MARKER_SUMMARY_LINES,
     Palette,
@@ -54,6 +42,18 @@ from tui.widgets.transcript_blocks import (
     short_id,
     short_time,
     wrap,
+)
+from tui.widgets.native_sources import (
+    N_FORK,
+    N_QUIET,
+    N_ROW,
+    N_SUBAGENT,
+    N_TURN,
+    CallResult,
+    ForkMark,
+    RawLine,
+    RecordView,
+    SubAgentNote,
 )
 
 MAX_RESULT_LINES = 8        # lines of a tool result drawn under its call

@@ -68,7 +68,8 @@ class _Styles:
 class AgentSessionList(CursorRows, ScrollView, can_focus=True, inherit_bindings=False):
     """Captured sessions of one agent, one line each (all rows in memory)."""
 
-    BINDINGS: ClassVar = actions.bindings("session-list")
+    ACTION_SCOPE: ClassVar[str] = "session-list"
+    BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Captured session list"
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "agent-list--header", "agent-list--cursor", "agent-list--cursor-blurred", "agent-list--dim",

@@ -47,7 +47,7 @@ from store.agents.native import (
     SubAgentLink,
     ToolPair,
 )
-from tui.widgets.transcript_blocks import SECTION_BODY, ViewItem
+from tui.widgets.block_base import SECTION_BODY, ViewItem
 from tui.widgets.transcript_sources import Chunk, WindowSource
 
 QUIET_KINDS = frozenset({K_PROGRESS, K_HOOK, K_FILE_SNAPSHOT, K_QUEUE, K_TOKEN_COUNT, K_TURN_CONTEXT, K_EVENT})

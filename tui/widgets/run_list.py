@@ -37,7 +37,7 @@ from textual.strip import Strip
 from store import times
 from store.safetext import safe
 from tui import actions
-from tui.actions import ActionSpec
+from tui.context import services
 from tui.formatting import describe_error, one_line
 from tui.messages import WorkerFailed
 from tui.safe import notify
@@ -65,21 +65,6 @@ LIVE_PER_SESSION = 50
 
 ORPHAN_STATES = frozenset({"orphaned", "recovery_failed"})
 
-_A = actions.register
-_A(ActionSpec("runs-list.down", "cursor_down", "j,down", "Down",
-    "Move the cursor down one run.", "run-list", show=False, palette=False))
-_A(ActionSpec("runs-list.up", "cursor_up", "k,up", "Up",
-    "Move the cursor up one run.", "run-list", show=False, palette=False))
-_A(ActionSpec("runs-list.top", "cursor_top", "g,home", "Top", "Go to the first run.", "run-list", show=False))
-_A(ActionSpec("runs-list.bottom", "cursor_bottom", "G,end", "Bottom",
-    "Go to the last run read so far.", "run-list", show=False))
-_A(ActionSpec("runs-list.page-down", "page_down", "pagedown", "Page down",
-    "Move the cursor one page down.", "run-list", show=False, palette=False))
-_A(ActionSpec("runs-list.page-up", "page_up", "pageup", "Page up",
-    "Move the cursor one page up.", "run-list", show=False, palette=False))
-_A(ActionSpec("runs-list.open", "open", "enter", "Transcript", "Open the transcript of the run's session.", "run-list"))
-del _A
-actions.SCOPE_TITLES.setdefault("run-list", "Run list")
 
 
 # --- text of the cells (pure functions, tested on their own) ---------------------------------------------------
@@ -398,7 +383,8 @@ def status_style(status: str) -> str:
 class RunList(CursorRows, ScrollView, can_focus=True, inherit_bindings=False):
     """Active runs first, then recent runs; one line each, the cursor row highlighted."""
 
-    BINDINGS: ClassVar = actions.bindings("run-list")
+    ACTION_SCOPE: ClassVar[str] = "run-list"
+    BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Run list"
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -474,8 +460,9 @@ class RunList(CursorRows, ScrollView, can_focus=True, inherit_bindings=False):
     # --- public -----------------------------------------------------------------------------------------------
 
     def now(self) -> float:
-        clock = self.clock or getattr(self.app, "clock", None)
-        if clock is None:
+        app = services(self)
+        clock = self.clock or (app.clock if app is not None else None)
+        if clock is None:  # a test host and no clock given: the wall clock
             import time
 
             return time.time()

@@ -26,7 +26,7 @@ from textual.widget import Widget
 from store import times
 from store.safetext import json_dumps
 from tui import actions
-from tui.actions import ActionSpec
+from tui.context import services
 from tui.formatting import describe_error, one_line
 from tui.messages import WorkerFailed
 from tui.safe import notify
@@ -42,16 +42,6 @@ EVENT_PAGE = 500
 EVENT_CAP = 20_000
 """Events kept for one run at most."""
 
-_A = actions.register
-_A(ActionSpec("timeline.down", "scroll_down", "j,down", "Down",
-    "Scroll the timeline down.", "run-timeline", show=False, palette=False))
-_A(ActionSpec("timeline.up", "scroll_up", "k,up", "Up",
-    "Scroll the timeline up.", "run-timeline", show=False, palette=False))
-_A(ActionSpec("timeline.top", "scroll_home", "g,home", "Top", "Go to the first event.", "run-timeline", show=False))
-_A(ActionSpec("timeline.bottom", "scroll_end", "G,end", "Bottom",
-    "Go to the last event read.", "run-timeline", show=False))
-del _A
-actions.SCOPE_TITLES.setdefault("run-timeline", "Run timeline")
 
 def utc_seconds(stamp: str) -> str:
     """``2026-11-20T08:58:40.123Z`` → ``2026-11-20 08:58:40`` in UTC (the text as stored, made safe, when it
@@ -176,8 +166,9 @@ class RunFacts(Widget):
         self.clock = clock
 
     def now(self) -> float:
-        clock = self.clock or getattr(self.app, "clock", None)
-        if clock is None:
+        app = services(self)
+        clock = self.clock or (app.clock if app is not None else None)
+        if clock is None:  # a test host and no clock given: the wall clock
             import time
 
             return time.time()
@@ -221,7 +212,8 @@ COLUMNS = (("seq", "SEQ", 6, "right"), ("time", "TIME UTC", 19, "left"), ("type"
 class RunTimeline(ScrollView, can_focus=True, inherit_bindings=False):
     """The run's events in ``seq`` order, one line each; the header line stays put."""
 
-    BINDINGS: ClassVar = actions.bindings("run-timeline")
+    ACTION_SCOPE: ClassVar[str] = "run-timeline"
+    BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Run timeline"
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {"run-timeline--header", "run-timeline--dim", "run-timeline--new",

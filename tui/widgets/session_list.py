@@ -180,7 +180,8 @@ def run_style_key(row: SessionSummary) -> str:
 class SessionList(CursorRows, ScrollView, can_focus=True, inherit_bindings=False):
     """Every session of the query, one line each; the cursor row is highlighted."""
 
-    BINDINGS: ClassVar = actions.bindings("session-list")
+    ACTION_SCOPE: ClassVar[str] = "session-list"
+    BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Session list"
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {

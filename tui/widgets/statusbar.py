@@ -14,6 +14,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from store.safetext import one_line
+from tui.context import services
 
 
 class StatusBar(Widget):
@@ -47,7 +48,7 @@ class StatusBar(Widget):
         return self.integrity.startswith("integrity") and self.integrity != "integrity ok"
 
     def on_mount(self) -> None:
-        if hasattr(self.app, "integrity"):
+        if services(self) is not None:  # a test host has no integrity line to show
             self.watch(self.app, "integrity", self._set_integrity)
 
     def _set_integrity(self, text: str) -> None:

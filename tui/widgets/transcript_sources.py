@@ -19,7 +19,7 @@ from typing import Literal
 from store.mothx import entries
 from store.mothx.entries import EntryRow, ReplayMessage, ReplayPlan
 from store.mothx.sessiondir import SessionDir
-from tui.widgets.transcript_blocks import (
+from tui.widgets.block_base import (
     SECTION_BODY,
     SECTION_PREAMBLE,
     SECTION_SUMMARY,

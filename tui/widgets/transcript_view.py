@@ -43,7 +43,6 @@ from textual.widget import Widget
 from store.errors import StoreError
 from store.safetext import one_line, safe
 from tui import actions
-from tui.screens import transcript_actions  # noqa: F401 - registers the keys below
 from tui.widgets.transcript_blocks import SECTION_BODY, Palette, ViewItem, render_item
 from tui.widgets.transcript_sources import (
     BIG_SEQ,
@@ -127,7 +126,8 @@ class WindowedView(Widget, can_focus=True):
 
     EMPTY_TEXT: ClassVar[str] = "No entries."
     PREFETCH_SCREENS: ClassVar[int] = 0  # also keep this many screens of items loaded ahead (one-line rows)
-    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("transcript-view")]
+    ACTION_SCOPE: ClassVar[str] = "transcript-view"
+    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings(ACTION_SCOPE)]
     HELP_TITLE: ClassVar[str] = "Transcript view"
 
     class ChunkLoaded(Message):
@@ -927,7 +927,8 @@ class NativeBlocksView(WindowedView, inherit_bindings=False):
     """A native transcript's records as blocks (``b`` is left to the screen: it switches branches)."""
 
     EMPTY_TEXT: ClassVar[str] = "The transcript holds no records."
-    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("native-view")]
+    ACTION_SCOPE: ClassVar[str] = "native-view"
+    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings(ACTION_SCOPE)]
     HELP_TITLE: ClassVar[str] = "Native transcript view"
 
 
@@ -935,7 +936,8 @@ class NativeRawView(WindowedView, inherit_bindings=False):
     """A native file's lines by line number; unreadable lines in red with their reason."""
 
     EMPTY_TEXT: ClassVar[str] = "The file has no lines."
-    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("native-view")]
+    ACTION_SCOPE: ClassVar[str] = "native-view"
+    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings(ACTION_SCOPE)]
     HELP_TITLE: ClassVar[str] = "Native lines view"
     PREFETCH_SCREENS: ClassVar[int] = 3
 
