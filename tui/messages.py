@@ -61,16 +61,6 @@ class DemoReady(Message):
         self.path = path
 
 
-class KeymapChecked(Message):
-    """The user keymap was checked against the complete action registry."""
-
-    def __init__(self, source: str, unknown: list[str], import_failures: list[str]) -> None:
-        super().__init__()
-        self.source = source
-        self.unknown = unknown
-        self.import_failures = import_failures
-
-
 class IntegrityChecked(Message):
     """``PRAGMA quick_check`` finished: ``ok`` and the one-line result."""
 

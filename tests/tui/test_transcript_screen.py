@@ -470,7 +470,6 @@ async def test_keys_are_remapped_by_id(demo_master: Path, demo_sessions: DemoSes
     import pyperclip
 
     from tui import actions
-    from tui.screens import transcript_actions  # noqa: F401
 
     loaded = actions.parse_keymap('[keymap]\n"transcript.copy" = "c"\n"transcript-view.last" = "L"\n')
     assert loaded.problems == () and loaded.keymap == {"transcript.copy": "c", "transcript-view.last": "L"}
