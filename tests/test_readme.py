@@ -50,3 +50,10 @@ def test_every_screenshot_is_an_accepted_snapshot() -> None:
         shot = (README.parent / "screenshots" / name).read_bytes()
         assert shot == (SNAPSHOTS / source).read_bytes(), (
             f"screenshots/{name} differs from its snapshot: cp tests/tui/__snapshots__/{source} screenshots/{name}")
+
+
+def test_ci_runs_exactly_the_readme_test_command() -> None:
+    text = README.read_text(encoding="utf-8")
+    block = text.split("**Run the checks and the tests**", 1)[1].split("```sh", 1)[1].split("```", 1)[0].strip()
+    ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1].strip()
+    assert ci == block, "README's test command and .ci/run's must be the same line"
