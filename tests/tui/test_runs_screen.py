@@ -19,7 +19,8 @@ from tests.tui.runswait import db_rows, settle_runs, wait_for
 from tui.app import SessionscopeApp
 from tui.screens.runs import RunsScreen, ToolPickDialog
 from tui.widgets.confirm import ConfirmDialog
-from tui.widgets.run_list import RunList, RunRow, duration_text, expiry_text, holder_text, recovery_text, run_columns
+from tui.widgets.row_list import GAP, GUTTER, fit
+from tui.widgets.run_list import RunList, RunRow, duration_text, expiry_text, holder_cell, holder_text, recovery_text
 from tui.widgets.run_timeline import RunFacts, RunTimeline
 
 pytestmark = pytest.mark.anyio
@@ -187,11 +188,15 @@ def test_cell_texts() -> None:
     # store.times.duration: seconds up to two minutes, minutes up to two hours, hours up to two days
     assert [duration_text(s) for s in (0, 9, 61, 130, 3 * 3600 + 5, 2 * 86400, 800 * 86400)] == [
         "0 s", "9 s", "61 s", "2 min", "3 h", "2 d", "2 y"]
-    cols = run_columns(118)
-    assert [c.key for c in cols] == ["session", "run", "status", "state", "holder", "epoch", "expiry", "recovery"]
-    assert sum(c.width for c in cols) + len(cols) + 2 <= 118
-    assert [c.key for c in run_columns(70)][:2] == ["session", "run"], "narrow terminals keep session and run"
-    assert holder_text(None) == ""
+    cols = RunList().columns
+    widths = fit(cols, 118 - GUTTER)
+    assert [c.key for c, w in zip(cols, widths, strict=True) if w is not None] == [
+        "session", "run", "status", "state", "holder", "expiry", "recovery"], "a 120-cell terminal drops EP only"
+    kept = [w for w in widths if w is not None]
+    assert sum(kept) + GAP * (len(kept) - 1) == 118 - GUTTER, "every cell is used"
+    narrow = [c.key for c, w in zip(cols, fit(cols, 70 - GUTTER), strict=True) if w is not None]
+    assert narrow[:3] == ["session", "run", "status"], "narrow terminals keep session, run and status"
+    assert holder_text(None) == "" and holder_cell(None) == ""
 
 
 # --- repairs -------------------------------------------------------------------------------------------------------
@@ -533,3 +538,23 @@ async def test_help_on_the_runs_screen_lists_its_repairs(demo_master: Path) -> N
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
+
+
+# --- columns at 80 and 240 cells -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("size", "expected"), [
+    ((80, 24), ["SESSION", "RUN", "STATUS", "LEASE EXPIRY"]),
+    ((240, 50), ["SESSION", "RUN", "STATUS", "STATE", "LEASE HOLDER", "EP", "LEASE EXPIRY", "RECOVERY"]),
+])
+async def test_list_keeps_its_telling_columns(demo_master: Path, size: tuple[int, int], expected: list[str]) -> None:
+    app = SessionscopeApp(demo_master, OpenMode.READ_ONLY, clock=lambda: DEMO_NOW_UNIX)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        await app.push_screen(RunsScreen())
+        await settle_runs(pilot)
+        lst = app.screen.query_one(RunList)
+        header = lst.render_line(0).text
+        assert [c.title for c in lst.columns if f" {c.title} " in f"{header} "] == expected
+        assert lst.selected is not None
+        assert lst.selected.run_id in lst.render_line(1).text, "the run id is shown whole"
