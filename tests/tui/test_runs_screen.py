@@ -558,3 +558,57 @@ async def test_list_keeps_its_telling_columns(demo_master: Path, size: tuple[int
         assert [c.title for c in lst.columns if f" {c.title} " in f"{header} "] == expected
         assert lst.selected is not None
         assert lst.selected.run_id in lst.render_line(1).text, "the run id is shown whole"
+
+
+# --- the sources, on a fake store --------------------------------------------------------------------------------
+
+
+class FakeReader:
+    """``list_runs`` over runs held in a list (newest first), counting the queries."""
+
+    def __init__(self, active: set[int], n: int) -> None:
+        from types import SimpleNamespace
+
+        self.listings = [SimpleNamespace(run=SimpleNamespace(id=f"run_{i:016d}", session_id="s", active=i in active),
+                                         cursor=("c", i)) for i in range(n)]
+        self.queries = 0
+        self.scope = SimpleNamespace(orphaned_only=False, session_id=None)
+
+    def list_runs(self, *, limit: int, after: object = None, active_only: bool = False) -> list[object]:
+        self.queries += 1
+        rows = [ls for ls in self.listings if ls.run.active or not active_only]
+        start = 0 if after is None else next(i for i, ls in enumerate(rows) if ls.cursor == after) + 1
+        return rows[start:start + limit]
+
+    def rows(self, listings: list[object]) -> list[RunRow]:
+        return [RunRow(ls) for ls in listings]  # type: ignore[arg-type]
+
+
+def test_recent_runs_skip_active_runs_and_read_on_until_a_page_has_rows() -> None:
+    from tui.widgets.run_list import PAGE, RecentRuns, RunSource
+
+    active = set(range(0, 3 * PAGE, 1))  # the first three pages of the store are all active runs
+    reader = FakeReader(active, 3 * PAGE + 5)
+    page = RecentRuns(reader).first(10)  # type: ignore[arg-type]
+    assert [r.run_id for r in page.rows] == [f"run_{i:016d}" for i in range(3 * PAGE, 3 * PAGE + 5)]
+    assert not page.more and reader.queries == 4
+
+    reader = FakeReader({1, 4}, 12)
+    source = RunSource(reader)  # type: ignore[arg-type]
+    first = source.first(5)
+    assert [r.run_id[-2:] for r in first.rows] == ["01", "04", "00", "02", "03"], "active runs, then recent ones"
+    assert first.more
+    rest = source.after(source.key(first.rows[-1]), 100)
+    assert [r.run_id[-2:] for r in rest.rows] == ["05", "06", "07", "08", "09", "10", "11"] and not rest.more
+
+
+def test_a_damaged_run_is_drawn_as_damaged() -> None:
+    from dataclasses import replace
+
+    from store.mothx.runs import Run, RunListing
+
+    run = Run("r1", "s1", "", "", 1, "", "", "", "", "running", "t", "t", None, "")
+    lst = RunList()
+    assert lst.row_style(RunRow(RunListing(run, None, None, None))) is None
+    damaged = replace(run, problems=("session_runs.attempt holds TEXT 'x'",))
+    assert lst.row_style(RunRow(RunListing(damaged, None, None, None))) == "damaged"

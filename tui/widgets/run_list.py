@@ -365,9 +365,10 @@ class RecentRuns(RowSource[RunRow]):
     def _read(self, after: RunCursor | None, limit: int) -> Page[RunRow]:
         listings: list[RunListing] = []
         cursor = after
+        size = max(limit, PAGE)  # a small page among many active runs must not take one query per run
         while True:
-            chunk = self.reader.list_runs(limit=limit, after=cursor)
-            done = len(chunk) < limit
+            chunk = self.reader.list_runs(limit=size, after=cursor)
+            done = len(chunk) < size
             listings.extend(ls for ls in chunk if not ls.run.active)
             if chunk:
                 cursor = chunk[-1].cursor
