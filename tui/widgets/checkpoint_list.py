@@ -12,8 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from textual.binding import BindingType
-
 from tui import actions
 from tui.actions import ActionSpec
 from tui.formatting import one_line, shown_path
@@ -81,7 +79,7 @@ class CheckpointList(RowList["CheckpointInfo"]):
     """The checkpoints of the chosen agent(s); the cursor row is highlighted, ``enter`` posts
     :class:`RowList.Selected`."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("checkpoint-list")]
+    BINDINGS: ClassVar = actions.bindings("checkpoint-list")
     HELP_TITLE: ClassVar[str] = "Checkpoint list"
 
     def __init__(self, *, id: str | None = None) -> None:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from textual.binding import BindingType
-
 from tui import actions
 from tui.formatting import one_line, shown_path, utc_minutes
 from tui.widgets.row_list import Column, ListSource, RowList
@@ -57,7 +55,7 @@ class AgentSessionList(RowList["AgentSessionSummary"]):
     """Captured sessions of one agent, one line each (all rows in memory); ``enter`` posts
     :class:`RowList.Selected`."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("session-list")]
+    BINDINGS: ClassVar = actions.bindings("session-list")
     HELP_TITLE: ClassVar[str] = "Captured session list"
     DEFAULT_CSS = """
     AgentSessionList { height: 1fr; }

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.cells import cell_len, set_cell_size
 from textual import on
-from textual.binding import BindingType
 
 from store import times
 from store.safetext import safe
@@ -54,9 +53,6 @@ DISPLAY_CAP = 2000
 """Runs kept on screen at most (:attr:`RunList.DISPLAY_CAP`); beyond it the status line says "2,000 of >2,000"."""
 
 RECENT_CAP = DISPLAY_CAP  # the old name
-
-LIVE_PER_SESSION = 50
-"""Runs re-read per changed session on a live refresh (the newest; older ones are terminal and do not change)."""
 
 ORPHAN_STATES = frozenset({"orphaned", "recovery_failed"})
 
@@ -250,21 +246,6 @@ def read_runs_page(
     rows_active = None if active is None else [RunRow(ls, titles.get(ls.run.session_id, "")) for ls in active]
     rows_recent = [RunRow(ls, titles.get(ls.run.session_id, "")) for ls in recent]
     return RunsPage(rows_active, rows_recent, cursor, done)
-
-
-def read_sessions_runs(sd: SessionDir, session_ids: Iterable[str], *, now: int,
-                       known_titles: dict[str, str] | None = None) -> dict[str, list[RunRow]]:
-    """The newest runs of each named session (a live refresh re-reads only these)."""
-    from store.mothx.runs import list_runs
-
-    me = local_instance_id()
-    out: dict[str, list[RunListing]] = {}
-    for sid in sorted(set(session_ids)):
-        out[sid] = list_runs(sd, session_id=sid, limit=LIVE_PER_SESSION, now=now, local_instance_id=me)
-    known = known_titles or {}
-    wanted = {sid for sid, rows in out.items() if rows} - known.keys()
-    titles = {**known, **session_titles(sd, wanted)} if wanted else known
-    return {sid: [RunRow(ls, titles.get(sid, "")) for ls in rows] for sid, rows in out.items()}
 
 
 def fit(text: str, width: int, align: str = "left") -> str:
@@ -462,7 +443,7 @@ class RunList(RowList[RunRow]):
     :class:`RowList.Selected`; the cursor's run is :class:`RowList.Highlighted`; reads post
     :class:`RowList.Loaded` / :class:`RowList.Failed`."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("run-list")]
+    BINDINGS: ClassVar = actions.bindings("run-list")
     HELP_TITLE: ClassVar[str] = "Run list"
     DISPLAY_CAP: ClassVar[int] = DISPLAY_CAP
 
@@ -641,6 +622,6 @@ class RunList(RowList[RunRow]):
 __all__ = [
     "ACTIVE_CAP", "DISPLAY_CAP", "PAGE", "RECENT_CAP", "ActiveRuns", "RecentRuns", "RunList", "RunReader", "RunRow",
     "RunScope", "RunSource", "RunsPage", "duration_text", "expiry_text", "fit", "holder_cell", "holder_text",
-    "is_orphan", "lease_applies", "read_runs_page", "read_sessions_runs", "recovery_text", "run_source",
+    "is_orphan", "lease_applies", "read_runs_page", "recovery_text", "run_source",
     "session_titles",
 ]
