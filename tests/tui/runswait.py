@@ -34,7 +34,7 @@ async def settle_runs(pilot: Pilot[object], *, deadline_s: float = DEADLINE_S) -
             screen = screens[-1]
             lst = screen.query_one(RunList)
             timeline = screen.query_one(RunTimeline)
-            ready = lst.loaded and timeline.loaded and not lst._live_running and not lst._reading_more
+            ready = lst.loaded and timeline.loaded and not lst.busy
         if ready and not any(w.is_running for w in app.workers):
             return
         if time.monotonic() > deadline:

@@ -365,3 +365,29 @@ async def test_x_writes_a_repaired_copy_of_the_interrupted_rollout(captured: Pat
     assert source.read_bytes() == before
     if mode.is_read:
         assert (captured / "sessions.db").read_bytes() == db_before
+
+
+# --- columns at 80 and 240 cells -----------------------------------------------------------------------------------
+
+
+def header_titles(cl: CheckpointList) -> list[str]:
+    line = cl.render_line(0).text
+    return [c.title for c in cl.columns if c.title in line]
+
+
+@pytest.mark.parametrize(("size", "expected"), [
+    ((80, 24), ["SESSION ID", "WORK DIR", "RECORDS", "PROOF"]),
+    ((240, 50), ["AGENT", "SESSION ID", "WORK DIR", "FILES", "RECORDS", "HEAD", "PROOF"]),
+])
+async def test_list_keeps_its_telling_columns(captured: Path, size: tuple[int, int], expected: list[str]) -> None:
+    app = SessionscopeApp(captured, OpenMode.READ_ONLY)
+    async with app.run_test(size=size) as pilot:
+        screen = await open_checkpoints(pilot)
+        cl = screen.query_one(CheckpointList)
+        assert header_titles(cl) == expected
+        assert cl.selected is not None
+        row = cl.render_line(1).text
+        if size[0] >= 240:
+            assert cl.selected.agent_session_id in row, "the session id is shown whole"
+        else:
+            assert cl.selected.agent_session_id[:8] in row and "not verified yet" in row

@@ -19,7 +19,8 @@ from tests.tui.runswait import db_rows, settle_runs, wait_for
 from tui.app import SessionscopeApp
 from tui.screens.runs import RunsScreen, ToolPickDialog
 from tui.widgets.confirm import ConfirmDialog
-from tui.widgets.run_list import RunList, RunRow, duration_text, expiry_text, holder_text, recovery_text, run_columns
+from tui.widgets.row_list import GAP, GUTTER, fit
+from tui.widgets.run_list import RunList, RunRow, duration_text, expiry_text, holder_cell, holder_text, recovery_text
 from tui.widgets.run_timeline import RunFacts, RunTimeline
 
 pytestmark = pytest.mark.anyio
@@ -187,11 +188,15 @@ def test_cell_texts() -> None:
     # store.times.duration: seconds up to two minutes, minutes up to two hours, hours up to two days
     assert [duration_text(s) for s in (0, 9, 61, 130, 3 * 3600 + 5, 2 * 86400, 800 * 86400)] == [
         "0 s", "9 s", "61 s", "2 min", "3 h", "2 d", "2 y"]
-    cols = run_columns(118)
-    assert [c.key for c in cols] == ["session", "run", "status", "state", "holder", "epoch", "expiry", "recovery"]
-    assert sum(c.width for c in cols) + len(cols) + 2 <= 118
-    assert [c.key for c in run_columns(70)][:2] == ["session", "run"], "narrow terminals keep session and run"
-    assert holder_text(None) == ""
+    cols = RunList().columns
+    widths = fit(cols, 118 - GUTTER)
+    assert [c.key for c, w in zip(cols, widths, strict=True) if w is not None] == [
+        "session", "run", "status", "state", "holder", "expiry", "recovery"], "a 120-cell terminal drops EP only"
+    kept = [w for w in widths if w is not None]
+    assert sum(kept) + GAP * (len(kept) - 1) == 118 - GUTTER, "every cell is used"
+    narrow = [c.key for c, w in zip(cols, fit(cols, 70 - GUTTER), strict=True) if w is not None]
+    assert narrow[:3] == ["session", "run", "status"], "narrow terminals keep session, run and status"
+    assert holder_text(None) == "" and holder_cell(None) == ""
 
 
 # --- repairs -------------------------------------------------------------------------------------------------------
@@ -533,3 +538,77 @@ async def test_help_on_the_runs_screen_lists_its_repairs(demo_master: Path) -> N
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
+
+
+# --- columns at 80 and 240 cells -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("size", "expected"), [
+    ((80, 24), ["SESSION", "RUN", "STATUS", "LEASE EXPIRY"]),
+    ((240, 50), ["SESSION", "RUN", "STATUS", "STATE", "LEASE HOLDER", "EP", "LEASE EXPIRY", "RECOVERY"]),
+])
+async def test_list_keeps_its_telling_columns(demo_master: Path, size: tuple[int, int], expected: list[str]) -> None:
+    app = SessionscopeApp(demo_master, OpenMode.READ_ONLY, clock=lambda: DEMO_NOW_UNIX)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        await app.push_screen(RunsScreen())
+        await settle_runs(pilot)
+        lst = app.screen.query_one(RunList)
+        header = lst.render_line(0).text
+        assert [c.title for c in lst.columns if f" {c.title} " in f"{header} "] == expected
+        assert lst.selected is not None
+        assert lst.selected.run_id in lst.render_line(1).text, "the run id is shown whole"
+
+
+# --- the sources, on a fake store --------------------------------------------------------------------------------
+
+
+class FakeReader:
+    """``list_runs`` over runs held in a list (newest first), counting the queries."""
+
+    def __init__(self, active: set[int], n: int) -> None:
+        from types import SimpleNamespace
+
+        self.listings = [SimpleNamespace(run=SimpleNamespace(id=f"run_{i:016d}", session_id="s", active=i in active),
+                                         cursor=("c", i)) for i in range(n)]
+        self.queries = 0
+        self.scope = SimpleNamespace(orphaned_only=False, session_id=None)
+
+    def list_runs(self, *, limit: int, after: object = None, active_only: bool = False) -> list[object]:
+        self.queries += 1
+        rows = [ls for ls in self.listings if ls.run.active or not active_only]
+        start = 0 if after is None else next(i for i, ls in enumerate(rows) if ls.cursor == after) + 1
+        return rows[start:start + limit]
+
+    def rows(self, listings: list[object]) -> list[RunRow]:
+        return [RunRow(ls) for ls in listings]  # type: ignore[arg-type]
+
+
+def test_recent_runs_skip_active_runs_and_read_on_until_a_page_has_rows() -> None:
+    from tui.widgets.run_list import PAGE, RecentRuns, RunSource
+
+    active = set(range(0, 3 * PAGE, 1))  # the first three pages of the store are all active runs
+    reader = FakeReader(active, 3 * PAGE + 5)
+    page = RecentRuns(reader).first(10)  # type: ignore[arg-type]
+    assert [r.run_id for r in page.rows] == [f"run_{i:016d}" for i in range(3 * PAGE, 3 * PAGE + 5)]
+    assert not page.more and reader.queries == 4
+
+    reader = FakeReader({1, 4}, 12)
+    source = RunSource(reader)  # type: ignore[arg-type]
+    first = source.first(5)
+    assert [r.run_id[-2:] for r in first.rows] == ["01", "04", "00", "02", "03"], "active runs, then recent ones"
+    assert first.more
+    rest = source.after(source.key(first.rows[-1]), 100)
+    assert [r.run_id[-2:] for r in rest.rows] == ["05", "06", "07", "08", "09", "10", "11"] and not rest.more
+
+
+def test_a_damaged_run_is_drawn_as_damaged() -> None:
+    from dataclasses import replace
+
+    from store.mothx.runs import Run, RunListing
+
+    run = Run("r1", "s1", "", "", 1, "", "", "", "", "running", "t", "t", None, "")
+    lst = RunList()
+    assert lst.row_style(RunRow(RunListing(run, None, None, None))) is None
+    damaged = replace(run, problems=("session_runs.attempt holds TEXT 'x'",))
+    assert lst.row_style(RunRow(RunListing(damaged, None, None, None))) == "damaged"

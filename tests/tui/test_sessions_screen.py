@@ -372,3 +372,55 @@ def test_columns_fill_the_width_exactly(width: int) -> None:
     columns = layout_columns(width)
     assert columns[0].key == "title"
     assert session_list_module.GUTTER + sum(c.width + 1 for c in columns) == width
+
+
+# --- the captured-session list ("a") at 80 and 240 cells -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def claude_captured(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A session directory holding only captured Claude Code sessions (the list opens on them)."""
+    import shutil
+
+    from store.agents.capture import capture_claude_code
+    from store.mothx.sessiondir import open_session_dir
+    from tests.conftest import SHARED_FIXTURES
+
+    if not SHARED_FIXTURES.is_dir():
+        pytest.skip("../shared/fixtures/real is not present")
+    real_fixtures = SHARED_FIXTURES
+
+    base = tmp_path_factory.mktemp("captured")
+    cc = base / "claude-code"
+    shutil.copytree(real_fixtures / "claude-code", cc)
+    for p in cc.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    root = base / "sessions"
+    root.mkdir()
+    with open_session_dir(root, OpenMode.READ_WRITE, create=True) as sd:
+        capture_claude_code(sd, cc)
+    return root
+
+
+@pytest.mark.parametrize(("size", "expected"), [
+    ((80, 24), ["FIRST PROMPT", "ID", "WORK DIR", "RECORDS", "FILES", "LAST RECORD UTC"]),
+    ((240, 50), ["FIRST PROMPT", "ID", "WORK DIR", "RECORDS", "FILES", "LAST RECORD UTC"]),
+])
+async def test_captured_list_keeps_its_telling_columns(claude_captured: Path, size: tuple[int, int],
+                                                       expected: list[str]) -> None:
+    from tests.tui.test_native_transcript import settle_sessions
+    from tui.widgets.native_session_list import AgentSessionList
+
+    app = SessionscopeApp(claude_captured, OpenMode.READ_ONLY)
+    async with app.run_test(size=size) as pilot:
+        await settle_sessions(pilot)
+        screen = app.screen
+        assert isinstance(screen, SessionsScreen) and screen.source == "claude-code"
+        agent_list = screen.query_one(AgentSessionList)
+        header = agent_list.render_line(0).text
+        shown = [c.title for c in agent_list.columns if f" {c.title} " in f"{header} "]
+        assert shown == expected
+        assert agent_list.selected is not None
+        row = agent_list.render_line(1).text
+        sid = agent_list.selected.agent_session_id
+        assert (sid if size[0] >= 240 else sid[:8]) in row

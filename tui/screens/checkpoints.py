@@ -36,6 +36,7 @@ from tui.safe import data_line, notify
 from tui.widgets.checkpoint_list import NOT_VERIFIED, CheckpointList, Proof, row_key
 from tui.widgets.header import AppHeader
 from tui.widgets.keybar import KeyBar
+from tui.widgets.row_list import RowList
 from tui.widgets.statusbar import StatusBar
 
 if TYPE_CHECKING:
@@ -362,8 +363,8 @@ class CheckpointsScreen(Screen[None]):
 
     # --- details and status -----------------------------------------------------------------------------------
 
-    @on(CheckpointList.Highlighted)
-    def _highlighted(self, message: CheckpointList.Highlighted) -> None:
+    @on(RowList.Highlighted, "#checkpoints")
+    def _highlighted(self, message: RowList.Highlighted) -> None:
         self._show_details()
 
     def _show_details(self) -> None:
@@ -606,11 +607,11 @@ class CheckpointsScreen(Screen[None]):
     def _repaired_copy_written(self, message: RepairedCopyWritten) -> None:
         notify(self, message.text, title="Repaired copy", severity="error" if message.error else "information")
 
-    @on(CheckpointList.Opened)
-    def _open(self, message: CheckpointList.Opened) -> None:
+    @on(RowList.Selected, "#checkpoints")
+    def _open(self, message: RowList.Selected) -> None:
         if self.sd is None:
             return
-        info = message.info
+        info: CheckpointInfo = message.row
         if info.head is None or info.head.kind != "checkpoint" or info.state is None:
             why = "its head is a reset" if info.head is not None and info.head.kind == "reset" else (
                 one_line(info.head_problem) or "nothing is published")

@@ -37,6 +37,7 @@ from tui.messages import WorkerFailed
 from tui.safe import data_line, markup_escape, notify
 from tui.widgets.header import AppHeader
 from tui.widgets.keybar import KeyBar
+from tui.widgets.row_list import RowList
 from tui.widgets.run_list import RunList, RunRow, RunScope, RunsPage, is_orphan
 from tui.widgets.run_timeline import RunFacts, RunTimeline
 from tui.widgets.statusbar import StatusBar
@@ -267,22 +268,24 @@ class RunsScreen(Screen[None]):
         if lst.error and not lst.rows:
             self.query_one(StatusBar).count = lst.error
             return
-        active = sum(1 for row in lst.active_rows if row.listing.run.active)
-        orphans = sum(1 for row in lst.active_rows if row.listing.run.active and is_orphan(row.listing))
+        shown = lst.active_rows
+        active = len(shown)
+        orphans = sum(1 for row in shown if is_orphan(row.listing))
         parts = [f"{active:,} active"]
         if orphans:
             parts.append(f"{orphans:,} orphaned")
         if not self.scope.orphaned_only:
-            recent = len(lst.recent_rows) + len(lst.active_rows) - active
+            recent = len(lst.rows) - active
             more = " of >" + f"{recent:,}" if lst.capped else ("+" if lst.has_more else "")
             parts.append(f"{recent:,}{more} recent")
         self.query_one(StatusBar).count = " · ".join(parts)
 
     # --- list events ------------------------------------------------------------------------------------------
 
-    @on(RunList.Changed)
-    def _list_changed(self, message: RunList.Changed) -> None:
-        if message.refreshed:
+    @on(RowList.Failed, "#runs")
+    @on(RowList.Loaded, "#runs")
+    def _list_changed(self, message: RowList.Loaded | RowList.Failed) -> None:
+        if isinstance(message, RowList.Loaded) and message.changed:
             self._marked_at = time.monotonic()
         self._show_counts()
         self._show_scope()
@@ -295,11 +298,11 @@ class RunsScreen(Screen[None]):
             if self.sd is not None and (timeline.run_id is not None or not timeline.loaded):
                 timeline.show(self.sd, None)
 
-    @on(RunList.Selected)
-    def _selected(self, message: RunList.Selected) -> None:
+    @on(RowList.Highlighted, "#runs")
+    def _selected(self, message: RowList.Highlighted) -> None:
         facts = self.query_one(RunFacts)
         timeline = self.query_one(RunTimeline)
-        row = message.row
+        row: RunRow | None = message.row
         old = facts.row
         facts.show(row)
         if self.sd is None:
@@ -313,8 +316,8 @@ class RunsScreen(Screen[None]):
         elif old is not None and old.facts() != row.facts():
             timeline.refresh_events()
 
-    @on(RunList.Opened)
-    def _opened(self, message: RunList.Opened) -> None:
+    @on(RowList.Selected, "#runs")
+    def _opened(self, message: RowList.Selected) -> None:
         app = services(self)
         if app is None:
             raise RuntimeError("the Runs screen opens transcripts through the Sessionscope app")
@@ -325,7 +328,7 @@ class RunsScreen(Screen[None]):
         lst = self.run_list
         if lst.changed and time.monotonic() - self._marked_at >= MARK_HOLD_S:
             lst.clear_marks()
-        lst.refresh()
+        lst.refresh_cells()
         self.query_one(RunFacts).refresh()
 
     def _plan_expiry(self) -> None:

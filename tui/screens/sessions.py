@@ -28,12 +28,14 @@ from tui.messages import FacetChoice, FacetsLoaded, UnfilteredCounted, WorkerFai
 from tui.safe import data_line, markup_escape, notify
 from tui.widgets.header import AppHeader
 from tui.widgets.keybar import KeyBar
+from tui.widgets.row_list import RowList
 from tui.widgets.session_list import ListQuery, SessionList, default_query
 from tui.widgets.statusbar import StatusBar
 
 if TYPE_CHECKING:
     from textual.widgets import Input
 
+    from store.agents.native_catalog import AgentSessionSummary
     from store.mothx.sessiondir import SessionDir
     from store.mothx.sessions import SessionPage
     from tui.widgets.native_session_list import AgentSessionList
@@ -553,10 +555,10 @@ class SessionsScreen(Screen[None]):
         agent_list = self._agent_list()
         title = SOURCE_TITLES.get(self.source, self.source)
         bar = self.query_one(StatusBar)
-        if not agent_list.loaded:
+        if not agent_list.fetched:
             bar.count = f"Reading {title} sessions…"
         elif agent_list.search:
-            bar.count = f"{len(agent_list.rows):,} of {len(agent_list.all_rows):,} (filtered)"
+            bar.count = f"{len(agent_list.matching):,} of {len(agent_list.all_rows):,} (filtered)"
         else:
             n = len(agent_list.all_rows)
             bar.count = f"{n:,} {title} session{'' if n == 1 else 's'}"
@@ -574,8 +576,9 @@ class SessionsScreen(Screen[None]):
             raise RuntimeError("the Sessions screen opens transcripts through the Sessionscope app")
         app.open_transcript(message.session_id)
 
-    def on_agent_session_list_opened(self, message: AgentSessionList.Opened) -> None:
-        row = message.row
+    @on(RowList.Selected, "#agent-sessions")
+    def _open_agent_session(self, message: RowList.Selected) -> None:
+        row: AgentSessionSummary = message.row
         if self.sd is None:
             return
         if not row.openable:
