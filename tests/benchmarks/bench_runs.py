@@ -207,10 +207,10 @@ async def runs_from_sessions(pilot, repeat: int) -> list[float]:  # type: ignore
     drawn: list[float] = []
     real = rl.RunList._row_strip
 
-    def spy(self, row, width, is_cursor):  # type: ignore[no-untyped-def]
+    def spy(self, row, width, is_cursor, marked):  # type: ignore[no-untyped-def]
         if not drawn:
             drawn.append(time.perf_counter())
-        return real(self, row, width, is_cursor)
+        return real(self, row, width, is_cursor, marked)
 
     rl.RunList._row_strip = spy  # type: ignore[method-assign]
     out = []
@@ -283,7 +283,7 @@ class Bench(SessionscopeApp):
     def on_opened(self, message) -> None:
         self.sd = message.sd
         self.screen.attach(message.sd, first_page=message.page)
-    def on_run_list_changed(self, message) -> None:
+    def on_row_list_loaded(self, message) -> None:
         self.call_after_refresh(self.painted)
     def painted(self) -> None:
         rows = self.screen.query_one(RunList).visible_rows()
