@@ -600,6 +600,52 @@ def list_checkpoints(sd: SessionDir, agent_id: str | None = None) -> list[Checkp
                 after = page.last_key
 
 
+@dataclass(frozen=True)
+class CheckpointMatches:
+    """The checkpoints whose agent session id starts with a text: the first ``limit`` in list order (an exact
+    match is always first) and how many there are in all."""
+
+    rows: tuple[CheckpointInfo, ...]
+    total: int
+
+    def exact(self, agent_session_id: str) -> CheckpointInfo | None:
+        """The row whose id is exactly ``agent_session_id``, or None."""
+        return self.rows[0] if self.rows and self.rows[0].agent_session_id == agent_session_id else None
+
+
+def _prefix_end(prefix: str) -> str | None:
+    """The least text above every text that starts with ``prefix`` (code point order), or None for no bound."""
+    chars = list(prefix)
+    while chars:
+        last = ord(chars.pop())
+        if last < 0x10FFFF:
+            nxt = last + 1 if not 0xD800 <= last + 1 <= 0xDFFF else 0xE000
+            return "".join(chars) + chr(nxt)
+    return None
+
+
+def find_checkpoints(sd: SessionDir, agent_id: str, prefix: str, *, limit: int = 8) -> CheckpointMatches:
+    """The checkpoints of ``agent_id`` whose agent session id starts with ``prefix`` (an index range, one
+    query): what a command resolving an id or a prefix of one needs."""
+    with state_db(sd) as db:
+        if db is None:
+            return CheckpointMatches((), 0)
+        with db.read() as conn:
+            if not has_tables(conn):
+                return CheckpointMatches((), 0)
+            sql = (f"SELECT {INFO_COLUMNS}, count(*) OVER () {INFO_FROM} WHERE s.agent_id = ? "
+                   "AND s.agent_session_id >= ? AND substr(s.agent_session_id, 1, ?) = ?")
+            params: list[object] = [agent_id, prefix, len(prefix), prefix]
+            end = _prefix_end(prefix)
+            if end is not None:
+                sql += " AND s.agent_session_id < ?"
+                params.append(end)
+            sql += " ORDER BY s.agent_session_id LIMIT ?"
+            params.append(max(1, int(limit)))
+            rows = conn.execute(sql, params).fetchall()
+    return CheckpointMatches(tuple(info_of(r) for r in rows), int(rows[0][-1]) if rows else 0)
+
+
 def preview_reset(sd: SessionDir, agent_id: str, agent_session_id: str) -> ResetPreview:
     """Describe a reset without writing anything (``allowed`` is False in a read mode or for a reset head)."""
     info = checkpoint_info(sd, agent_id, agent_session_id)

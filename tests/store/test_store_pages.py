@@ -222,3 +222,17 @@ def test_catalog_rows_that_cannot_open_and_foreign_values(tmp_path: Path) -> Non
         assert rows[TEMPLATE].last_record_at == "2026-02-23T12:00:04Z"
     finally:
         sd.close()
+
+
+def test_find_checkpoints_by_prefix_is_one_query(many: SessionDir, traced: list[str]) -> None:
+    from store.agents.checkpoint_read import _prefix_end, find_checkpoints
+
+    found = find_checkpoints(many, AGENT, "0199", limit=3)
+    assert found.total == 10 and [r.agent_session_id[:5] for r in found.rows] == ["01990", "01991", "01992"]
+    assert len(data_queries(traced)) == 1
+    exact = find_checkpoints(many, AGENT, TEMPLATE)
+    assert exact.total == 1 and exact.exact(TEMPLATE) is not None
+    assert find_checkpoints(many, AGENT, "01990-" + TEMPLATE).exact("01990-" + TEMPLATE) is not None
+    assert find_checkpoints(many, AGENT, "zz").total == 0 and find_checkpoints(many, "codex", "0").rows == ()
+    assert _prefix_end("ab") == "ac" and _prefix_end("a\U0010ffff") == "b" and _prefix_end("\ud7ff") == "\ue000"
+    assert _prefix_end("") is None
