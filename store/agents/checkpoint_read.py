@@ -475,13 +475,16 @@ class CheckpointPage:
         return self.keys[-1] if self.keys else None
 
 
-INFO_COLUMNS = (
-    "s.session_id AS sid, s.agent_id AS agent, s.agent_session_id AS asid, s.source_root AS root, "
-    "s.updated_at AS updated, p.run_id AS head_run, p.checkpoint_reset AS head_reset, "
-    "(SELECT count(*) FROM agent_state_versions c WHERE c.session_id = s.session_id) AS versions, "
-    "v.session_id IS NOT NULL AS staged, "
-    + ", ".join(f"v.{c.strip()} AS v_{c.strip()}" for c in _STATE_COLUMNS.split(","))
+_INFO_PARTS = (
+    ("s.session_id", "sid"), ("s.agent_id", "agent"), ("s.agent_session_id", "asid"), ("s.source_root", "root"),
+    ("s.updated_at", "updated"), ("p.run_id", "head_run"), ("p.checkpoint_reset", "head_reset"),
+    ("(SELECT count(*) FROM agent_state_versions c WHERE c.session_id = s.session_id)", "versions"),
+    ("v.session_id IS NOT NULL", "staged"),
+    *((f"v.{c.strip()}", f"v_{c.strip()}") for c in _STATE_COLUMNS.split(",")),
 )
+INFO_NAMES = tuple(name for _, name in _INFO_PARTS)
+"""The names of the columns :func:`info_of` reads, in order (for a query that selects them again)."""
+INFO_COLUMNS = ", ".join(f"{expr} AS {name}" for expr, name in _INFO_PARTS)
 """The columns :func:`info_of` reads (18 of them), over :data:`INFO_FROM`."""
 INFO_FROM = (
     " FROM agent_state_sessions s "
@@ -489,7 +492,7 @@ INFO_FROM = (
     "LEFT JOIN agent_state_versions v ON v.session_id = p.session_id AND v.through_run_id = p.run_id"
 )
 """Each agent session (``s``) with its publication head (``p``) and the version the head names (``v``)."""
-INFO_WIDTH = 18
+INFO_WIDTH = len(INFO_NAMES)
 _INFO_SQL = "SELECT " + INFO_COLUMNS + INFO_FROM
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from store.agents import agentstate
-from store.agents.checkpoint_read import INFO_COLUMNS, INFO_FROM, INFO_WIDTH, has_tables, info_of
+from store.agents.checkpoint_read import INFO_COLUMNS, INFO_FROM, INFO_NAMES, INFO_WIDTH, has_tables, info_of
 from store.agents.native import (
     AGENT_CLAUDE_CODE,
     AGENT_CODEX,
@@ -170,11 +170,7 @@ def _page_sql(direction: str, where: str) -> str:
         "ORDER BY l.line_number DESC LIMIT 1) AS last_ts FROM located c"
     )
     keyed = "SELECT d.*, coalesce(d.last_ts, d.updated) AS sort_at FROM stamped d"
-    cols = ", ".join(
-        ["sid", "agent", "asid", "root", "updated", "head_run", "head_reset", "versions", "staged"]
-        + [f"v_{c.strip()}" for c in _state_names()]
-        + ["tpath", "trec", "last_ts", "sort_at"]
-    )
+    cols = ", ".join((*INFO_NAMES, "tpath", "trec", "last_ts", "sort_at"))
     nulls = ", ".join(["NULL"] * (width - 2))
     return (
         f"WITH shaped AS ({shaped}), located AS ({located}), stamped AS ({stamped}), keyed AS ({keyed}), "
@@ -186,12 +182,6 @@ def _page_sql(direction: str, where: str) -> str:
         f"AND typeof(pg.trec) = 'integer' AND l.line_number >= 1 AND l.line_number <= min(pg.trec, {TITLE_RECORDS}) "
         f"ORDER BY 2 {direction}, 3 {direction}, 1, 4"
     )
-
-
-def _state_names() -> list[str]:
-    """The version header columns of a listing row, in :data:`INFO_COLUMNS` order."""
-    return ["through_run_id", "agent_id", "agent_session_id", "cwd", "transcript_path", "runtime_fencing_token",
-            "file_count", "record_count", "file_shapes"]
 
 
 def _summary(agent: str, row: tuple[Any, ...], lines: list[object]) -> AgentSessionSummary:
