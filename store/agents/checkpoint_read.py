@@ -11,6 +11,7 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -448,8 +449,144 @@ def load_checkpoint(sd: SessionDir, agent_id: str, agent_session_id: str) -> Loa
     return got[0] if load(sd, agent_id, agent_session_id, consume) else None
 
 
+CHECKPOINT_PAGE_ROWS = 100
+"""Rows of a checkpoint page when the caller names no limit."""
+
+CheckpointKey = tuple[object, object]
+"""A checkpoint row's place in the list: ``(agent_id, agent_session_id)`` as stored (the keyset of a page)."""
+
+
+@dataclass(frozen=True)
+class CheckpointPage:
+    """One page of :func:`checkpoint_page`: the rows in list order (agent id, then agent session id), each
+    row's key (``keys[i]`` belongs to ``rows[i]``), and whether more rows lie past the page in the direction
+    it was read (after the last row for ``after``/a first page, before the first row for ``before``)."""
+
+    rows: tuple[CheckpointInfo, ...]
+    keys: tuple[CheckpointKey, ...]
+    more: bool
+
+    @property
+    def first_key(self) -> CheckpointKey | None:
+        return self.keys[0] if self.keys else None
+
+    @property
+    def last_key(self) -> CheckpointKey | None:
+        return self.keys[-1] if self.keys else None
+
+
+_INFO_PARTS = (
+    ("s.session_id", "sid"), ("s.agent_id", "agent"), ("s.agent_session_id", "asid"), ("s.source_root", "root"),
+    ("s.updated_at", "updated"), ("p.run_id", "head_run"), ("p.checkpoint_reset", "head_reset"),
+    ("(SELECT count(*) FROM agent_state_versions c WHERE c.session_id = s.session_id)", "versions"),
+    ("v.session_id IS NOT NULL", "staged"),
+    *((f"v.{c.strip()}", f"v_{c.strip()}") for c in _STATE_COLUMNS.split(",")),
+)
+INFO_NAMES = tuple(name for _, name in _INFO_PARTS)
+"""The names of the columns :func:`info_of` reads, in order (for a query that selects them again)."""
+INFO_COLUMNS = ", ".join(f"{expr} AS {name}" for expr, name in _INFO_PARTS)
+"""The columns :func:`info_of` reads (18 of them), over :data:`INFO_FROM`."""
+INFO_FROM = (
+    " FROM agent_state_sessions s "
+    "LEFT JOIN agent_state_publications p ON p.session_id = s.session_id "
+    "LEFT JOIN agent_state_versions v ON v.session_id = p.session_id AND v.through_run_id = p.run_id"
+)
+"""Each agent session (``s``) with its publication head (``p``) and the version the head names (``v``)."""
+INFO_WIDTH = len(INFO_NAMES)
+_INFO_SQL = "SELECT " + INFO_COLUMNS + INFO_FROM
+
+
+def info_of(row: tuple[Any, ...]) -> CheckpointInfo:
+    """A row of :data:`INFO_COLUMNS` (the session, its head, its version count and the head's version joined)
+    → its listing; a head or version that cannot be read becomes ``head_problem``, never an exception."""
+    sid, agent, asid, root, updated, run_id, reset, versions, staged = row[:9]
+    head_obj: PublicationHead | None = None
+    state: PersistedSessionState | None = None
+    problem = ""
+    if run_id is not None:
+        try:
+            head_obj = decode_head(run_id, reset)
+            if head_obj.kind == KIND_CHECKPOINT:
+                if not staged:
+                    problem = f"the latest successful run {one_line(run_id)} has no staged snapshot"
+                else:
+                    state = decode_state(tuple(row[9:INFO_WIDTH]))
+        except SessionStateOutOfSync as exc:
+            problem = one_line(str(exc))
+    return CheckpointInfo(
+        session_id=stored_text(sid),
+        agent_id=stored_text(agent),
+        agent_session_id=stored_text(asid),
+        source_root=stored_text(root),
+        head=head_obj,
+        state=state,
+        head_problem=problem,
+        versions=int(versions),
+        updated_at=stored_text(updated),
+    )
+
+
+def read_checkpoint_page(
+    conn: sqlite3.Connection,
+    agent_id: str | None = None,
+    *,
+    after: CheckpointKey | None = None,
+    before: CheckpointKey | None = None,
+    limit: int = CHECKPOINT_PAGE_ROWS,
+) -> CheckpointPage:
+    """:func:`checkpoint_page` on an open read connection whose checkpoint tables exist: ONE query."""
+    if after is not None and before is not None:
+        raise ValueError("A checkpoint page is read after a key or before one, not both.")
+    limit = max(1, int(limit))
+    where: list[str] = []
+    params: list[object] = []
+    if agent_id is not None:
+        where.append("s.agent_id = ?")
+        params.append(agent_id)
+    if after is not None:
+        where.append("(s.agent_id, s.agent_session_id) > (?, ?)")
+        params.extend(after)
+    if before is not None:
+        where.append("(s.agent_id, s.agent_session_id) < (?, ?)")
+        params.extend(before)
+    order = "DESC" if before is not None else "ASC"
+    sql = _INFO_SQL + (" WHERE " + " AND ".join(where) if where else "")
+    sql += f" ORDER BY s.agent_id {order}, s.agent_session_id {order} LIMIT ?"
+    params.append(limit + 1)
+    rows = conn.execute(sql, params).fetchall()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if before is not None:
+        rows.reverse()
+    return CheckpointPage(
+        rows=tuple(info_of(r) for r in rows), keys=tuple((r[1], r[2]) for r in rows), more=more
+    )
+
+
+def checkpoint_page(
+    sd: SessionDir,
+    agent_id: str | None = None,
+    *,
+    after: CheckpointKey | None = None,
+    before: CheckpointKey | None = None,
+    limit: int = CHECKPOINT_PAGE_ROWS,
+) -> CheckpointPage:
+    """A page of the checkpoint list (every agent session with its head and head version, ordered by agent
+    and agent session id) read by keyset in one query: the first ``limit`` rows, the rows after the key
+    ``after`` or the rows just before the key ``before`` (still in list order). Empty without a checkpoint
+    file or its tables."""
+    with state_db(sd) as db:
+        if db is None:
+            return CheckpointPage((), (), False)
+        with db.read() as conn:
+            if not has_tables(conn):
+                return CheckpointPage((), (), False)
+            return read_checkpoint_page(conn, agent_id, after=after, before=before, limit=limit)
+
+
 def list_checkpoints(sd: SessionDir, agent_id: str | None = None) -> list[CheckpointInfo]:
-    """Every agent session with its head and head version, ordered by agent and agent session id."""
+    """Every agent session with its head and head version, ordered by agent and agent session id (every
+    :func:`checkpoint_page`, read in one read transaction)."""
     out: list[CheckpointInfo] = []
     with state_db(sd) as db:
         if db is None:
@@ -457,46 +594,59 @@ def list_checkpoints(sd: SessionDir, agent_id: str | None = None) -> list[Checkp
         with db.read() as conn:
             if not has_tables(conn):
                 return out
-            sql = (
-                "SELECT s.session_id, s.agent_id, s.agent_session_id, s.source_root, s.updated_at, "
-                "p.run_id, p.checkpoint_reset, "
-                "(SELECT count(*) FROM agent_state_versions v WHERE v.session_id = s.session_id) "
-                "FROM agent_state_sessions s LEFT JOIN agent_state_publications p ON p.session_id = s.session_id"
-            )
-            params: tuple[str, ...] = ()
-            if agent_id is not None:
-                sql += " WHERE s.agent_id = ?"
-                params = (agent_id,)
-            sql += " ORDER BY s.agent_id, s.agent_session_id"
-            for sid, agent, asid, root, updated, run_id, reset, versions in conn.execute(sql, params).fetchall():
-                head_obj: PublicationHead | None = None
-                state: PersistedSessionState | None = None
-                problem = ""
-                if run_id is not None:
-                    try:
-                        head_obj = decode_head(run_id, reset)
-                        if head_obj.kind == KIND_CHECKPOINT:
-                            row = version_row(conn, sid, head_obj.run_id)
-                            if row is None:
-                                problem = f"the latest successful run {one_line(run_id)} has no staged snapshot"
-                            else:
-                                state = decode_state(row)
-                    except SessionStateOutOfSync as exc:
-                        problem = one_line(str(exc))
-                out.append(
-                    CheckpointInfo(
-                        session_id=stored_text(sid),
-                        agent_id=stored_text(agent),
-                        agent_session_id=stored_text(asid),
-                        source_root=stored_text(root),
-                        head=head_obj,
-                        state=state,
-                        head_problem=problem,
-                        versions=int(versions),
-                        updated_at=stored_text(updated),
-                    )
-                )
-    return out
+            after: CheckpointKey | None = None
+            while True:
+                page = read_checkpoint_page(conn, agent_id, after=after, limit=1000)
+                out.extend(page.rows)
+                if not page.more or page.last_key is None:
+                    return out
+                after = page.last_key
+
+
+@dataclass(frozen=True)
+class CheckpointMatches:
+    """The checkpoints whose agent session id starts with a text: the first ``limit`` in list order (an exact
+    match is always first) and how many there are in all."""
+
+    rows: tuple[CheckpointInfo, ...]
+    total: int
+
+    def exact(self, agent_session_id: str) -> CheckpointInfo | None:
+        """The row whose id is exactly ``agent_session_id``, or None."""
+        return self.rows[0] if self.rows and self.rows[0].agent_session_id == agent_session_id else None
+
+
+def _prefix_end(prefix: str) -> str | None:
+    """The least text above every text that starts with ``prefix`` (code point order), or None for no bound."""
+    chars = list(prefix)
+    while chars:
+        last = ord(chars.pop())
+        if last < 0x10FFFF:
+            nxt = last + 1 if not 0xD800 <= last + 1 <= 0xDFFF else 0xE000
+            return "".join(chars) + chr(nxt)
+    return None
+
+
+def find_checkpoints(sd: SessionDir, agent_id: str, prefix: str, *, limit: int = 8) -> CheckpointMatches:
+    """The checkpoints of ``agent_id`` whose agent session id starts with ``prefix`` (an index range, one
+    query): what a command resolving an id or a prefix of one needs."""
+    with state_db(sd) as db:
+        if db is None:
+            return CheckpointMatches((), 0)
+        with db.read() as conn:
+            if not has_tables(conn):
+                return CheckpointMatches((), 0)
+            sql = (f"SELECT {INFO_COLUMNS}, count(*) OVER () {INFO_FROM} WHERE s.agent_id = ? "
+                   "AND s.agent_session_id >= ? AND substr(s.agent_session_id, 1, ?) = ?")
+            params: list[object] = [agent_id, prefix, len(prefix), prefix]
+            end = _prefix_end(prefix)
+            if end is not None:
+                sql += " AND s.agent_session_id < ?"
+                params.append(end)
+            sql += " ORDER BY s.agent_session_id LIMIT ?"
+            params.append(max(1, int(limit)))
+            rows = conn.execute(sql, params).fetchall()
+    return CheckpointMatches(tuple(info_of(r) for r in rows), int(rows[0][-1]) if rows else 0)
 
 
 def preview_reset(sd: SessionDir, agent_id: str, agent_session_id: str) -> ResetPreview:
@@ -519,8 +669,15 @@ def preview_reset(sd: SessionDir, agent_id: str, agent_session_id: str) -> Reset
 
 
 def checkpoint_info(sd: SessionDir, agent_id: str, agent_session_id: str) -> CheckpointInfo | None:
-    """The listing of one agent session (:func:`list_checkpoints`), or None when it has no checkpoint."""
-    for info in list_checkpoints(sd, agent_id):
-        if info.agent_session_id == agent_session_id:
-            return info
-    return None
+    """The listing of one agent session (as :func:`list_checkpoints` lists it; one query), or None when it
+    has no checkpoint."""
+    with state_db(sd) as db:
+        if db is None:
+            return None
+        with db.read() as conn:
+            if not has_tables(conn):
+                return None
+            row = conn.execute(
+                _INFO_SQL + " WHERE s.agent_id = ? AND s.agent_session_id = ?", (agent_id, agent_session_id)
+            ).fetchone()
+    return info_of(row) if row is not None else None

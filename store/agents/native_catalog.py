@@ -1,9 +1,12 @@
 """The captured agent sessions as a list: one row per Claude Code or Codex checkpoint, for the Sessions screen.
 
-:func:`list_agent_sessions` reads the published checkpoints of one agent (:func:`store.agents.agentstate.list_checkpoints`)
-and, for each, only a few stored records by primary key: the first records of its transcript file (for the
-title, the first prompt the user typed) and the last one (for the time of the last record). A session whose
-head is a reset or names no staged version is listed too, with why it cannot be opened.
+:func:`agent_session_page` reads a page of the captured sessions of one agent in ONE query, by keyset on the
+list's sort key (the time of the transcript's last timestamped record, newest first, then the agent session
+id): each row's listing (:func:`store.agents.checkpoint_read.info_of`), and only a few stored records of its
+transcript file by primary key: the first ones (for the title, the first prompt the user typed) and the last
+few (for the time of the last record, computed in the query so that it can be the page's key). A session
+whose head is a reset or names no staged version is listed too, with why it cannot be opened.
+:func:`list_agent_sessions` is every page.
 
 Nothing here writes, and nothing imports Textual.
 """
@@ -11,9 +14,12 @@ Nothing here writes, and nothing imports Textual.
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import dataclass
+from typing import Any
 
 from store.agents import agentstate
+from store.agents.checkpoint_read import INFO_COLUMNS, INFO_FROM, INFO_NAMES, INFO_WIDTH, has_tables, info_of
 from store.agents.native import (
     AGENT_CLAUDE_CODE,
     AGENT_CODEX,
@@ -63,11 +69,15 @@ class AgentSessionSummary:
 
 
 def agent_session_counts(sd: SessionDir) -> dict[str, int]:
-    """How many captured sessions each agent has (agents without any are absent)."""
-    counts: dict[str, int] = {}
-    for info in agentstate.list_checkpoints(sd):
-        counts[info.agent_id] = counts.get(info.agent_id, 0) + 1
-    return counts
+    """How many captured sessions each agent has (agents without any are absent); one query."""
+    with agentstate.state_db(sd) as db:
+        if db is None:
+            return {}
+        with db.read() as conn:
+            if not has_tables(conn):
+                return {}
+            rows = conn.execute("SELECT agent_id, count(*) FROM agent_state_sessions GROUP BY agent_id").fetchall()
+    return {str(agent): int(n) for agent, n in rows if isinstance(agent, str)}
 
 
 def first_prompt(agent: str, lines: list[str]) -> tuple[str, str]:
@@ -96,58 +106,201 @@ def _timestamp(content: str) -> str:
     return stamp if isinstance(stamp, str) else ""
 
 
+AGENT_SESSION_PAGE_ROWS = 100
+"""Rows of a page of captured sessions when the caller names no limit."""
+
+AgentSessionKey = tuple[object, object]
+"""A captured session's place in its list: ``(sort time, agent session id)`` as stored, the list newest first."""
+
+
+@dataclass(frozen=True)
+class AgentSessionPage:
+    """One page of :func:`agent_session_page`: the rows in list order (newest last record first), each row's
+    key (``keys[i]`` belongs to ``rows[i]``) and whether more rows lie past the page in the direction it was
+    read (after the last row for ``after``/a first page, before the first row for ``before``)."""
+
+    rows: tuple[AgentSessionSummary, ...]
+    keys: tuple[AgentSessionKey, ...]
+    more: bool
+
+    @property
+    def first_key(self) -> AgentSessionKey | None:
+        return self.keys[0] if self.keys else None
+
+    @property
+    def last_key(self) -> AgentSessionKey | None:
+        return self.keys[-1] if self.keys else None
+
+
+# The index (in file_shapes) of the transcript's shape: the shape of transcript_path, else the first one; NULL
+# unless the head is a checkpoint with a staged version whose shapes are a JSON array. Every JSON function is
+# guarded by a CASE so that a foreign value (not JSON, a BLOB) reads as NULL, never as an SQL error.
+_SHAPE_INDEX = (
+    "CASE WHEN p.checkpoint_reset = 0 AND v.session_id IS NOT NULL AND typeof(v.file_shapes) = 'text' THEN "
+    "CASE WHEN json_valid(v.file_shapes) THEN CASE WHEN json_type(v.file_shapes) = 'array' THEN "
+    "coalesce((SELECT min(j.key) FROM json_each(v.file_shapes) j "
+    "WHERE CASE WHEN j.type = 'object' THEN json_extract(j.value, '$.path') END = v.transcript_path), "
+    "(SELECT min(j.key) FROM json_each(v.file_shapes) j WHERE j.type = 'object')) "
+    "END END END"
+)
+_TIMESTAMP_OK = (
+    "CASE WHEN typeof(l.content) <> 'text' THEN 0 WHEN json_valid(l.content) THEN "
+    "CASE WHEN json_type(l.content) = 'object' THEN "
+    "coalesce(json_type(l.content, '$.timestamp') = 'text' AND trim(json_extract(l.content, '$.timestamp')) <> '', 0) "
+    "ELSE 0 END ELSE 0 END"
+)
+
+
+def _page_sql(direction: str, where: str) -> str:
+    """The one statement of a page: the page's sessions (part 0, every listing column plus the transcript's
+    path, record count and last timestamp) and, after each, its first transcript records (part 1)."""
+    width = INFO_WIDTH + 4  # the listing, tpath, trec, last_ts, sort_at
+    shaped = (
+        f"SELECT {INFO_COLUMNS}, {_SHAPE_INDEX} AS tidx {INFO_FROM} WHERE s.agent_id = ?"
+    )
+    located = (
+        "SELECT b.*, CASE WHEN b.tidx IS NOT NULL THEN json_extract(b.v_file_shapes, '$[' || b.tidx || '].path') END "
+        "AS tpath, CASE WHEN b.tidx IS NOT NULL THEN json_extract(b.v_file_shapes, '$[' || b.tidx || '].records') "
+        "END AS trec FROM shaped b"
+    )
+    stamped = (
+        "SELECT c.*, (SELECT json_extract(l.content, '$.timestamp') FROM agent_state_lines l "
+        "WHERE l.session_id = c.sid AND l.file_path = c.tpath AND typeof(c.trec) = 'integer' "
+        f"AND l.line_number > max(0, c.trec - {LAST_RECORDS}) AND l.line_number <= c.trec AND {_TIMESTAMP_OK} "
+        "ORDER BY l.line_number DESC LIMIT 1) AS last_ts FROM located c"
+    )
+    keyed = "SELECT d.*, coalesce(d.last_ts, d.updated) AS sort_at FROM stamped d"
+    cols = ", ".join((*INFO_NAMES, "tpath", "trec", "last_ts", "sort_at"))
+    nulls = ", ".join(["NULL"] * (width - 2))
+    return (
+        f"WITH shaped AS ({shaped}), located AS ({located}), stamped AS ({stamped}), keyed AS ({keyed}), "
+        f"page AS (SELECT * FROM keyed{where} ORDER BY sort_at {direction}, asid {direction} LIMIT ?) "
+        f"SELECT 0 AS part, pg.sort_at AS k1, pg.asid AS k2, NULL AS line, NULL AS content, {cols} FROM page pg "
+        "UNION ALL "
+        "SELECT 1, pg.sort_at, pg.asid, l.line_number, l.content, pg.sid, NULL, "
+        f"{nulls} FROM page pg JOIN agent_state_lines l ON l.session_id = pg.sid AND l.file_path = pg.tpath "
+        f"AND typeof(pg.trec) = 'integer' AND l.line_number >= 1 AND l.line_number <= min(pg.trec, {TITLE_RECORDS}) "
+        f"ORDER BY 2 {direction}, 3 {direction}, 1, 4"
+    )
+
+
+def _summary(agent: str, row: tuple[Any, ...], lines: list[object]) -> AgentSessionSummary:
+    listing = row[:INFO_WIDTH]
+    last_ts = row[INFO_WIDTH + 2]
+    info = info_of(listing)
+    state = info.state
+    if state is None:
+        if info.head is not None and info.head.kind == agentstate.KIND_RESET:
+            why = "its head is a reset: nothing is loadable until the next capture"
+        else:
+            why = one_line(info.head_problem) or "nothing is published for it"
+        return AgentSessionSummary(agent, info.agent_session_id, "", "", "", 0, 0, info.updated_at, "",
+                                   info.source_root, False, why)
+    texts: list[str] = []
+    size = 0
+    for content in lines:
+        if not isinstance(content, str):
+            continue  # a foreign row: loading the checkpoint reports it
+        texts.append(content)
+        size += len(content)
+        if size >= TITLE_BYTES:
+            break
+    title, preview = first_prompt(agent, texts)
+    last = one_line(last_ts) if isinstance(last_ts, str) else ""
+    return AgentSessionSummary(
+        agent=agent, agent_session_id=info.agent_session_id, title=one_line(title), preview=one_line(preview)[:300],
+        cwd=one_line(state.cwd), records=state.record_count, files=state.file_count,
+        last_record_at=last or info.updated_at, transcript_path=state.transcript_path,
+        source_root=info.source_root, openable=True,
+    )
+
+
+def read_agent_session_page(
+    conn: sqlite3.Connection,
+    agent: str,
+    *,
+    after: AgentSessionKey | None = None,
+    before: AgentSessionKey | None = None,
+    limit: int = AGENT_SESSION_PAGE_ROWS,
+) -> AgentSessionPage:
+    """:func:`agent_session_page` on an open read connection whose checkpoint tables exist: ONE query."""
+    if after is not None and before is not None:
+        raise ValueError("A page of captured sessions is read after a key or before one, not both.")
+    limit = max(1, int(limit))
+    params: list[object] = [agent]
+    where = ""
+    if after is not None:  # the list runs newest first: "after" is older
+        where = " WHERE (sort_at, asid) < (?, ?)"
+        params.extend(after)
+    elif before is not None:
+        where = " WHERE (sort_at, asid) > (?, ?)"
+        params.extend(before)
+    direction = "ASC" if before is not None else "DESC"
+    params.append(limit + 1)
+    heads: list[tuple[Any, ...]] = []
+    lines: dict[object, list[object]] = {}
+    for part, _k1, _k2, _line, content, *rest in conn.execute(_page_sql(direction, where), params):
+        if part == 0:
+            heads.append(tuple(rest))
+        else:
+            lines.setdefault(rest[0], []).append(content)
+    more = len(heads) > limit
+    heads = heads[:limit]
+    if before is not None:
+        heads.reverse()
+    rows = tuple(_summary(agent, h, lines.get(h[0], [])) for h in heads)
+    keys = tuple((h[INFO_WIDTH + 3], h[2]) for h in heads)
+    return AgentSessionPage(rows, keys, more)
+
+
+def agent_session_page(
+    sd: SessionDir,
+    agent: str,
+    *,
+    after: AgentSessionKey | None = None,
+    before: AgentSessionKey | None = None,
+    limit: int = AGENT_SESSION_PAGE_ROWS,
+) -> AgentSessionPage:
+    """A page of the captured sessions of ``agent`` (most recent last record first) read by keyset in one
+    query: the first ``limit`` rows, the rows after the key ``after`` or the rows just before the key
+    ``before`` (still in list order). Empty without a checkpoint file or its tables."""
+    with agentstate.state_db(sd) as db:
+        if db is None:
+            return AgentSessionPage((), (), False)
+        with db.read() as conn:
+            if not has_tables(conn):
+                return AgentSessionPage((), (), False)
+            return read_agent_session_page(conn, agent, after=after, before=before, limit=limit)
+
+
 def list_agent_sessions(sd: SessionDir, agent: str) -> list[AgentSessionSummary]:
-    """Every captured session of ``agent``, the most recent last record first."""
-    infos = agentstate.list_checkpoints(sd, agent)
+    """Every captured session of ``agent``, the most recent last record first (every
+    :func:`agent_session_page`, in one read transaction)."""
     out: list[AgentSessionSummary] = []
     with agentstate.state_db(sd) as db:
-        for info in infos:
-            state = info.state
-            if state is None or db is None:
-                if info.head is not None and info.head.kind == agentstate.KIND_RESET:
-                    why = "its head is a reset: nothing is loadable until the next capture"
-                else:
-                    why = one_line(info.head_problem) or "nothing is published for it"
-                out.append(AgentSessionSummary(agent, info.agent_session_id, "", "", "", 0, 0, info.updated_at, "",
-                                               info.source_root, False, why))
-                continue
-            shape = next((f for f in state.files if f.path == state.transcript_path), state.files[0])
-            title = preview = ""
-            last = ""
-            with db.read() as conn:  # one short read per session: a capture may write between them
-                rows = conn.execute(
-                    "SELECT content FROM agent_state_lines WHERE session_id = ? AND file_path = ? "
-                    "AND line_number >= 1 AND line_number <= ? ORDER BY line_number",
-                    (info.session_id, shape.path, min(shape.records, TITLE_RECORDS)),
-                ).fetchall()
-                lines: list[str] = []
-                size = 0
-                for (content,) in rows:
-                    if not isinstance(content, str):
-                        continue  # a foreign row: loading the checkpoint reports it
-                    lines.append(content)
-                    size += len(content)
-                    if size >= TITLE_BYTES:
-                        break
-                title, preview = first_prompt(agent, lines)
-                tail = conn.execute(
-                    "SELECT content FROM agent_state_lines WHERE session_id = ? AND file_path = ? "
-                    "AND line_number > ? AND line_number <= ? ORDER BY line_number DESC",
-                    (info.session_id, shape.path, max(0, shape.records - LAST_RECORDS), shape.records),
-                ).fetchall()
-                for (content,) in tail:
-                    last = one_line(_timestamp(content)) if isinstance(content, str) else ""
-                    if last:
-                        break
-            out.append(AgentSessionSummary(
-                agent=agent, agent_session_id=info.agent_session_id, title=one_line(title),
-                preview=one_line(preview)[:300],
-                cwd=one_line(state.cwd), records=state.record_count, files=state.file_count,
-                last_record_at=last or info.updated_at, transcript_path=state.transcript_path,
-                source_root=info.source_root, openable=True,
-            ))
-    out.sort(key=lambda s: (s.last_record_at, s.agent_session_id), reverse=True)
-    return out
+        if db is None:
+            return out
+        with db.read() as conn:
+            if not has_tables(conn):
+                return out
+            after: AgentSessionKey | None = None
+            while True:
+                page = read_agent_session_page(conn, agent, after=after, limit=500)
+                out.extend(page.rows)
+                if not page.more or page.last_key is None:
+                    return out
+                after = page.last_key
 
 
-__all__ = ["AGENT_TITLES", "AgentSessionSummary", "agent_session_counts", "first_prompt", "list_agent_sessions"]
+__all__ = [
+    "AGENT_SESSION_PAGE_ROWS",
+    "AGENT_TITLES",
+    "AgentSessionKey",
+    "AgentSessionPage",
+    "AgentSessionSummary",
+    "agent_session_counts",
+    "agent_session_page",
+    "first_prompt",
+    "list_agent_sessions",
+    "read_agent_session_page",
+]

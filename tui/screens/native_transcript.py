@@ -2,7 +2,9 @@
 
 It shares the Transcript screen's widgets — the Line-API view with its anchor scroll model, the block look, the
 raw view, copy and export — over in-memory sources (:mod:`tui.widgets.native_sources`): a native transcript is
-read whole by :mod:`store.agents.native`, so every block is known at once.
+read whole by :mod:`store.agents.native`, so every block is known at once. Where a ref is read from (checkpoint,
+its files on disk, a native file), which transcript is shown and how its file is followed is
+:mod:`store.agents.native_open`.
 
 * a rewind (two typed prompts under one parent) shows one branch at a time under a fork marker; ``b`` shows the
   next branch of the fork nearest the cursor;
@@ -31,6 +33,15 @@ from textual.timer import Timer
 from textual.widgets import Footer, Static
 
 from store.agents.native import NativeSession, NativeTranscript, SubAgentLink
+from store.agents.native_open import (
+    NativeLoad,
+    NativeRef,
+    load_native,
+    open_follower,
+    pick_transcript,
+    reload_native,
+    subagent_file,
+)
 from store.safetext import one_line
 from tui import actions
 from tui.formatting import describe_error, plural, tildify
@@ -46,7 +57,6 @@ from tui.widgets.export_dialog import (
     write_export,
 )
 from tui.widgets.header import AppHeader
-from tui.widgets.native_loading import NativeLoad, NativeRef, load_native, read_file_session, subagent_file
 from tui.widgets.native_sources import (
     ForkMark,
     NativeBlockSource,
@@ -256,13 +266,7 @@ class NativeTranscriptScreen(Screen[None]):
             self._fail(f"The transcript could not be shown: {describe_error(exc)}")
 
     def _pick(self, session: NativeSession) -> tuple[NativeTranscript | None, SubAgentLink | None]:
-        if self.ref.subagent:
-            link = next((s for s in session.subagents if s.agent_id == self.ref.subagent), None)
-            return (link.transcript if link else None), link
-        if session.main is None and len(session.subagents) == 1:
-            link = session.subagents[0]
-            return link.transcript, link
-        return session.main, None
+        return pick_transcript(session, self.ref.subagent)
 
     def _build(self) -> list[ViewItem]:
         assert self.session is not None and self.transcript is not None
@@ -324,13 +328,8 @@ class NativeTranscriptScreen(Screen[None]):
     def _start_follow(self) -> None:
         if self.disk_path is None or self._follow_timer is not None:
             return
-        from store.agents.sessionlog import NativeFollower, native_follower
-
         if self._follower is None:
-            if self.capture_root is not None and not self.ref.path:
-                follower = native_follower(self.sd, self.ref.agent, self.capture_root, self.disk_path)
-            else:
-                follower = NativeFollower(self.disk_path)
+            follower = open_follower(self.sd, self.ref, self.disk_path, self.capture_root)
             self._follower = follower
             self._polling = True
             self._baseline(follower, self.disk_path, self.transcript.records if self.transcript else 0)
@@ -390,7 +389,7 @@ class NativeTranscriptScreen(Screen[None]):
                 return
             if force and update.action == "none" and follower.recapture is not None:
                 follower.recapture()  # the file held more than the checkpoint when the screen opened
-            load = load_native(sd, ref, prefer_disk=sd.mode.is_read and not ref.path)
+            load = reload_native(sd, ref)
         except Exception as exc:  # noqa: BLE001 - one line in the status; the next change tries again
             self.post_message(NativePolled(None, None, describe_error(exc)))
             return
@@ -620,4 +619,4 @@ class NativeTranscriptScreen(Screen[None]):
         notify_export(self, message)
 
 
-__all__ = ["NativeLoad", "NativeRef", "NativeTranscriptScreen", "load_native", "native_title", "read_file_session"]
+__all__ = ["NativeLoad", "NativeRef", "NativeTranscriptScreen", "native_title"]

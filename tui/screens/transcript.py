@@ -33,6 +33,7 @@ from store.errors import StoreError
 from store.mothx import entries
 from store.mothx.entries import ReplayPlan
 from store.mothx.sessiondir import SessionDir
+from store.mothx.transcript_window import appended_turns, merge_turns
 from store.safetext import one_line, safe
 from tui import actions
 from tui.context import services
@@ -225,27 +226,10 @@ class TranscriptScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="transcript-facts", exit_on_error=False, description="Read the session's replay plan")
     def _load_facts(self, sd: SessionDir, session_id: str) -> None:
-        from store.errors import AmbiguousSessionId, SessionNotFound
+        from store.agents.transcript_open import open_transcript
 
-        title, cwd, channel, count, note = "", "", "", None, ""
         try:
-            try:
-                from store.mothx.sessions import get_session
-
-                summary = get_session(sd, session_id)
-            except (SessionNotFound, AmbiguousSessionId):
-                raise
-            except Exception as exc:  # noqa: BLE001 - the title is optional; the replay still shows
-                note = f"session details unavailable: {exc}"
-            else:
-                session_id = summary.id
-                title, cwd, count = summary.title or summary.preview, summary.cwd, summary.message_count
-                channel = summary.channel_type + (f":{summary.channel_id}" if summary.channel_id else "")
-            cursor = _start_cursor(sd, session_id)
-            plan = entries.replay_plan(sd, session_id)
-            if note and plan.total_rows == 0:
-                raise SessionNotFound(f"No session has the id {session_id!r}.")
-            before = entries.row_count(sd, session_id, before_seq=plan.window_start_seq) if plan.window_start_seq else 0
+            o = open_transcript(sd, session_id)
         except StoreError as exc:
             self.post_message(FactsFailed(str(exc)))
             return
@@ -253,8 +237,8 @@ class TranscriptScreen(Screen[None]):
             self.post_message(FactsFailed(f"The session could not be read: {exc}"))
             return
         self.post_message(FactsLoaded(SessionFacts(
-            session_id=session_id, title=title, cwd=cwd, channel=channel, message_count=count, plan=plan,
-            turns=[], rows_before_window=before, note=note, cursor=cursor,
+            session_id=o.session_id, title=o.title, cwd=o.cwd, channel=o.channel, message_count=o.message_count,
+            plan=o.plan, turns=[], rows_before_window=o.rows_before_window, note=o.note, cursor=o.cursor,
         )))
 
     @on(FactsLoaded)
@@ -502,18 +486,14 @@ class TranscriptScreen(Screen[None]):
 
     @work(thread=True, exclusive=False, group="transcript-follow", exit_on_error=False, description="Follow the session")
     def _follow_read(self, sd: SessionDir, session_id: str, cursor: Cursor | None, limit: int) -> None:
-        from store.agents.sessionlog import ACTION_APPEND, follow_entries
+        from store.agents.transcript_open import follow_transcript
 
         try:
-            update = follow_entries(sd, session_id, cursor, limit=limit)
-            plan = None
-            if update.action == ACTION_APPEND and not any(
-                    getattr(r, "entry_type", "") in ("compaction", "content_override") for r in update.events):
-                plan = entries.replay_plan(sd, session_id)
+            step = follow_transcript(sd, session_id, cursor, limit=limit)
         except Exception as exc:  # noqa: BLE001 - one line in the status; the next hint tries again
             self.post_message(FollowRead(None, None, describe_error(exc)))
             return
-        self.post_message(FollowRead(update, plan))
+        self.post_message(FollowRead(step.update, step.plan))
 
     @on(FollowRead)
     def _follow_applied(self, message: FollowRead) -> None:
@@ -548,9 +528,7 @@ class TranscriptScreen(Screen[None]):
         """New rows that only append: read past the end of the views (following them at the bottom)."""
         f = self.facts
         assert f is not None
-        new_turns = [(r.seq, r.entry_type, str((r.parsed or {}).get("turnId", ""))) for r in update.events
-                     if r.parsed is not None and r.entry_type in ("turn_start", "turn_end")]
-        turns = sorted(set(f.turns) | set(new_turns)) if f.turns_loaded else f.turns
+        turns = merge_turns(f.turns, appended_turns(update.events)) if f.turns_loaded else f.turns
         self.facts = f = replace(f, plan=plan, turns=turns, cursor=update.cursor)
         self.follow_note = ""
         self.query_one("#transcript-title", Static).update(title_text(f))
@@ -642,16 +620,6 @@ def copy_item(screen: Screen[None], item: ViewItem | None) -> None:
             notify(screen, f"Could not copy {what}: {describe_error(exc)}", title="Copy failed", severity="error")
             return
     notify(screen, f"Copied {what} to the {via}: {plural(len(text), 'character')}.", timeout=3)
-
-
-def _start_cursor(sd: SessionDir, session_id: str) -> Cursor | None:
-    """The follow cursor now (read before the plan, so rows written meanwhile are seen by the first step)."""
-    from store.agents.sessionlog import follow_entries
-
-    try:
-        return follow_entries(sd, session_id, None, limit=1).cursor
-    except Exception:  # noqa: BLE001 - following is optional: without a cursor the first step resets it
-        return None
 
 
 __all__ = ["SessionFacts", "TranscriptScreen", "copy_item", "title_text"]

@@ -1,7 +1,14 @@
-"""Reading a native transcript for the screen: a captured checkpoint, its files on disk, or a native file.
+"""Reading a native transcript for display: a captured checkpoint, its files on disk, or a native file.
 
-:func:`load_native` runs in a worker thread; it returns a :class:`NativeLoad` with the session and, for
-following, the transcript's file on disk and the narrowest folder that captures it again.
+:func:`load_native` decides where a :class:`NativeRef` is read from — a native file named directly (a Claude
+Code session file with its sub-agents beside it, a sub-agent file, or a Codex rollout), or a checkpoint, from
+the store or (``prefer_disk``, following in a read mode) from its files on disk when they are still there —
+and returns a :class:`NativeLoad`: the session and, for following, the shown transcript's file on disk (a
+sub-agent's own file when the ref names one; never a path in the data that leaves the folder it was captured
+from) and the narrowest folder that captures it again. :func:`pick_transcript` is which transcript of the
+session a screen shows, :func:`open_follower` how its file is followed.
+
+Runs in a worker thread; nothing here imports the UI.
 """
 
 from __future__ import annotations
@@ -10,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from store.agents.native import AGENT_CODEX, NativeSession, SubAgentLink
+from store.agents.native import AGENT_CODEX, NativeSession, NativeTranscript, SubAgentLink
 from store.errors import StoreError
 
 if TYPE_CHECKING:
+    from store.agents.native_follow import NativeFollower
     from store.mothx.sessiondir import SessionDir
 
 
@@ -33,7 +41,7 @@ class NativeRef:
         return f"{base} / sub-agent {self.subagent}" if self.subagent else base
 
 
-@dataclass
+@dataclass(frozen=True)
 class NativeLoad:
     """What a read found: the session, the disk file to follow and where it is captured from."""
 
@@ -141,4 +149,42 @@ def _disk_session(agent: str, disk_main: Path, root: Path | None) -> NativeSessi
         return None
 
 
-__all__ = ["NativeLoad", "NativeRef", "load_native", "read_file_session"]
+def pick_transcript(session: NativeSession, subagent: str = "") -> tuple[NativeTranscript | None, SubAgentLink | None]:
+    """The transcript a screen shows of ``session`` and the sub-agent link it comes from: the sub-agent named
+    ``subagent`` (None, None when the session has no such sub-agent), else the session's own transcript, or
+    its only sub-agent's when the session holds nothing else."""
+    if subagent:
+        link = next((s for s in session.subagents if s.agent_id == subagent), None)
+        return (link.transcript if link else None), link
+    if session.main is None and len(session.subagents) == 1:
+        link = session.subagents[0]
+        return link.transcript, link
+    return session.main, None
+
+
+def open_follower(sd: SessionDir, ref: NativeRef, disk_path: Path, capture_root: Path | None) -> NativeFollower:
+    """How ``disk_path`` is followed: captured again into the checkpoint store from ``capture_root`` on every
+    change (a checkpoint in a read-write directory), else only read."""
+    from store.agents.native_follow import NativeFollower, native_follower
+
+    if capture_root is not None and not ref.path:
+        return native_follower(sd, ref.agent, capture_root, disk_path)
+    return NativeFollower(disk_path)
+
+
+def reload_native(sd: SessionDir, ref: NativeRef) -> NativeLoad:
+    """:func:`load_native` for a follow step: a checkpoint in a read mode (where nothing is captured again) is
+    read from its files on disk."""
+    return load_native(sd, ref, prefer_disk=sd.mode.is_read and not ref.path)
+
+
+__all__ = [
+    "NativeLoad",
+    "NativeRef",
+    "load_native",
+    "open_follower",
+    "pick_transcript",
+    "read_file_session",
+    "reload_native",
+    "subagent_file",
+]
