@@ -1,12 +1,13 @@
 """The Sessionscope app: opens a session directory off the UI thread and shows its screens.
 
-Start-up is kept light: the Sessions screen is the default screen (no blank screen first). The store is opened,
-and the first window of the list read, on a thread started first thing when the app is created
-(:class:`StoreOpening`) while Textual starts; the Sessions screen takes the result right after it mounts, before
-its first frame, when it comes within :data:`FIRST_SCREEN_WAIT_S` (else it says "Opening…" and a worker posts the
-result). Work that can wait runs after the first paint (the list cache's check for deleted entries, the integrity
-check); everything the first screen does not need (SQLModel, the transcript screen, the palette's provider,
-help, the filter box) is imported only when used.
+Start-up is kept light and uses Textual's public API only: the Sessions screen is the default screen (no blank
+screen first). One thread worker (``_open_store``, group ``store-open``), started when the app loads, opens the
+store and reads the first window of the list while Textual composes and mounts the screen, then posts
+:class:`~tui.messages.StoreOpened`; its one handler (``_store_opened``) attaches the store to the screens. The
+screen says "Opening…" until then. Work that can wait runs after the first paint (the list cache's check for
+deleted entries, the integrity check, both remembered against the database file's identity so an unchanged file
+is not checked again); everything the first screen does not need (SQLModel, the transcript screen, the
+palette's provider, help, the filter box) is imported only when used.
 """
 
 from __future__ import annotations
@@ -187,63 +188,11 @@ BASE_SCREENS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 """Screens that ``back`` does not leave (module, class names)."""
 
-FIRST_SCREEN_WAIT_S = 0.3
-"""How long the app waits, before its first screen is drawn, for the session directory to open (see
-:meth:`SessionscopeApp._take_opening`)."""
-
-
-class StoreOpening:
-    """:func:`open_and_read` started on a thread when the app is created, to overlap Textual's start-up."""
-
-    def __init__(self, path: Path, mode: OpenMode, interrupts: Interrupts | None = None) -> None:
-        self.path = path
-        self.mode = mode
-        self.interrupts = interrupts
-        self._done = threading.Event()
-        self._lock = threading.Lock()
-        self._abandoned = False
-        self._keep: SessionDir | None = None
-        self._result = Opened(error="The session directory was not opened.")
-        # A daemon: a quit never waits for it (its connection is interrupted, see SessionscopeApp.exit).
-        threading.Thread(target=self._run, name="sessionscope-open", daemon=True).start()
-
-    def _run(self) -> None:
-        result = Opened(error="The session directory was not opened.")
-        try:
-            result = open_and_read(self.path, self.mode, interrupts=self.interrupts)
-        finally:
-            with self._lock:
-                self._result = result
-                self._done.set()
-                close_now = self._abandoned and result.sd is not None and result.sd is not self._keep
-            if close_now and result.sd is not None:
-                result.sd.close()
-
-    def abandon(self, keep: SessionDir | None = None) -> SessionDir | None:
-        """The app is quitting: the store this opening gave (unless it is ``keep``) is to be closed. Returns it
-        when the opening has finished (the caller closes it); otherwise the opening thread closes it itself."""
-        with self._lock:
-            self._abandoned = True
-            self._keep = keep
-            if not self._done.is_set():
-                return None
-            sd = self._result.sd
-        return sd if sd is not None and sd is not keep else None
-
-    def matches(self, path: Path, mode: OpenMode) -> bool:
-        return self.path == path and self.mode is mode
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def wait(self) -> Opened:
-        self._done.wait()
-        return self._result
-
-    def wait_for(self, timeout: float) -> bool:
-        """Wait at most ``timeout`` seconds; True when the opening has finished."""
-        return self._done.wait(timeout)
+FIRST_PAINT_HOLD_S = 0.3
+"""The longest the first Sessions screen's mount awaits the opening (:meth:`SessionscopeApp.wait_opened`, an
+``await``: the event loop, the app's messages and the worker run on), so that its first layout and frame have
+the rows instead of "Opening…" drawn moments before them; a slower opening (the first open of a large directory
+builds the list cache) shows "Opening…" first."""
 
 
 class ListVerified(Message):
@@ -376,11 +325,8 @@ class SessionscopeApp(App[object]):
         themes_dir: Path | None = None,
         live: bool | None = None,
     ) -> None:
-        # Start reading the store first, on a thread of its own, so it runs while Textual starts (its first
-        # screen takes the result, see _take_opening).
-        self.interrupts = Interrupts()
-        opening = None if session_dir is None else StoreOpening(Path(session_dir), mode, self.interrupts)
         super().__init__()
+        self.interrupts = Interrupts()
         self._reporting_workers = ReportingWorkers(self)
         self._quitting = False
         self.live: LiveUpdates | None = None
@@ -401,12 +347,16 @@ class SessionscopeApp(App[object]):
             self.theme_names.append(theme.name)
         wanted = remembered_theme()
         if wanted and wanted in self.available_themes:
-            self._set_initial_theme(wanted)
+            self.theme = wanted
         elif DEFAULT_THEME in self.available_themes:
-            self._set_initial_theme(DEFAULT_THEME)
-        self._opening: StoreOpening | None = opening
-        self._first_opening: StoreOpening | None = opening  # kept to the end: a quit abandons it
-        self._opening_queued = False
+            self.theme = DEFAULT_THEME
+        # A store opened by a worker but not yet taken by _store_opened (a quit closes it); guarded by the lock.
+        self._open_lock = threading.Lock()
+        self._pending_sd: SessionDir | None = None
+        self.first_page: tuple[SessionDir, SessionPage | None] | None = None
+        """The first window read with the store, for a Sessions screen that mounts after it opened."""
+        self._opened = asyncio.Event()
+        """Set once the first opening ended (StoreOpened or StoreFailed handled, or the app quit)."""
         if self.session_dir is not None:
             self.location = tildify(self.session_dir)
         self.badge = mode.badge
@@ -419,36 +369,34 @@ class SessionscopeApp(App[object]):
 
     # --- start-up ---------------------------------------------------------------------------------------------
 
-    def on_load(self) -> None:
+    async def on_load(self) -> None:
         # Thread workers run on the loop's default executor: make it one whose threads never keep the process
         # alive (see DaemonExecutor).
         asyncio.get_running_loop().set_default_executor(DaemonExecutor())
+        if self.session_dir is None:
+            self._opened.set()
+            return
+        # The store opens while Textual starts the driver, composes and mounts the first screen (Load comes
+        # before all three). One turn of the loop lets the worker's task start its thread now.
+        self._open_store(self.session_dir, self.mode, prefetch=True)
+        await asyncio.sleep(0)
 
-    def _set_initial_theme(self, name: str) -> None:
-        """Start in theme ``name`` as if Textual had started in it.
-
-        Assigning ``self.theme`` here would run the theme watcher, which schedules a re-parse of every
-        stylesheet right after the first parse (about 15 ms on the start path). Nothing is parsed yet, so
-        it is enough to do what the watcher does before that: the theme's classes, the ANSI filter and the
-        stylesheet's variables.
-        """
-        self.set_reactive(SessionscopeApp.theme, name)
-        theme = self.current_theme
-        classes = {name: False for name in self.classes if name.startswith("-theme-")}
-        classes[f"-theme-{theme.name}"] = True
-        classes["-dark-mode"] = theme.dark
-        classes["-light-mode"] = not theme.dark
-        self.update_classes(classes, update=False)
-        self._refresh_truecolor_filter(self.ansi_theme)
-        self.stylesheet.set_variables(self.get_css_variables())
+    async def wait_opened(self, timeout: float) -> None:
+        """Wait (asynchronously: the event loop runs on) until the opening worker's StoreOpened or StoreFailed
+        was handled, for at most ``timeout`` seconds. The first screen's mount does this (see
+        :data:`FIRST_PAINT_HOLD_S`)."""
+        if self._opened.is_set():
+            return
+        try:
+            await asyncio.wait_for(self._opened.wait(), timeout)
+        except TimeoutError:
+            pass
 
     def on_mount(self) -> None:
         self._apply_user_keymap()
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         for problem in self.startup_problems:
             notify(self, problem, title="Settings", severity="warning")
-        if self.session_dir is not None and self._opening is not None and not self._opening_queued:
-            self._open_store(self.session_dir, self.mode, prefetch=True)  # (a first screen of a subclass)
 
     def get_default_screen(self) -> Screen[Any]:
         """The first screen is the real one (no blank default screen to compose and paint first)."""
@@ -459,45 +407,7 @@ class SessionscopeApp(App[object]):
             return WelcomeScreen(default_session_dir())
         from tui.screens.sessions import SessionsScreen
 
-        screen = SessionsScreen()
-        if self._opening is not None and not self._opening_queued:
-            # Queued before Textual resumes the screen: it runs once the screen is composed and mounted, and
-            # before its first frame is drawn.
-            self._opening_queued = True
-            screen.call_later(self._take_opening, self.session_dir, self.mode)
-        return screen
-
-    def _take_opening(self, path: Path, mode: OpenMode) -> None:
-        """Give the first screen the store and its first rows before that screen is first drawn.
-
-        Runs on the first screen's queue, right after it is composed and mounted (the CSS is parsed by then,
-        while the store was being opened on its thread). When that opening finishes within
-        :data:`FIRST_SCREEN_WAIT_S`, the screen is attached now and its first frame shows the rows; otherwise it
-        would draw "Opening…" and draw everything again moments later (and on a busy machine the two threads
-        only slow each other down). A slower opening (the first open of a large directory builds the list cache)
-        is waited for in a worker while the screen shows "Opening…".
-        """
-        opening = self._opening
-        if opening is None:
-            return
-        if opening.matches(path, mode) and opening.wait_for(FIRST_SCREEN_WAIT_S):
-            opened = opening.wait()
-            if opened.sd is not None:
-                self._opening = None
-                self._hand_over(StoreOpened(opened.sd, opened.first_page))
-                return
-        self._open_store(path, mode, prefetch=True)
-
-    def _hand_over(self, message: StoreOpened) -> None:
-        """:meth:`_store_opened`, called on the first screen's queue but as the app: the messages it causes (the
-        list's ``Counted``) are sent by the app and bubble up to it, as when the app handles ``StoreOpened``."""
-        from textual._context import active_message_pump
-
-        token = active_message_pump.set(self)
-        try:
-            self._store_opened(message)
-        finally:
-            active_message_pump.reset(token)
+        return SessionsScreen()
 
     def _apply_user_keymap(self) -> None:
         path = actions.keymap_path()
@@ -524,18 +434,19 @@ class SessionscopeApp(App[object]):
 
     @work(thread=True, exclusive=True, group="store-open", exit_on_error=False, description="Open the session directory")
     def _open_store(self, path: Path, mode: OpenMode, *, prefetch: bool = False) -> None:
-        opening = self._opening if self._opening is not None and self._opening.matches(path, mode) else None
-        self._opening = None
-        if opening is not None:
-            while not opening.wait_for(0.1):  # bounded steps: a quit does not wait for a slow first open
-                if self._quitting:
-                    return
-            opened = opening.wait()
-        else:
-            opened = open_and_read(path, mode, prefetch=prefetch, interrupts=self.interrupts)
-        if self._quitting:
-            if opening is None and opened.sd is not None:
-                opened.sd.close()  # opened here after the app quit (an opening's store is closed by abandon)
+        """The one opening worker: open ``path`` (and read the first window), then post StoreOpened or
+        StoreFailed. A store opened after a quit, or by a worker a newer opening replaced, is closed here."""
+        from textual.worker import get_current_worker
+
+        worker = get_current_worker()
+        opened = open_and_read(path, mode, prefetch=prefetch, interrupts=self.interrupts)
+        with self._open_lock:
+            stale = self._quitting or worker.is_cancelled
+            if not stale and opened.sd is not None:
+                self._pending_sd = opened.sd
+        if stale:
+            if opened.sd is not None:
+                opened.sd.close()
             return
         if opened.sd is None:
             self.post_message(StoreFailed(path, opened.error))
@@ -544,6 +455,11 @@ class SessionscopeApp(App[object]):
 
     @on(StoreOpened)
     def _store_opened(self, message: StoreOpened) -> None:
+        with self._open_lock:
+            if self._pending_sd is message.sd:
+                self._pending_sd = None
+            if self._quitting:
+                return  # on_unmount closes it
         old = self.sd
         self.sd = message.sd
         self.open_error = ""
@@ -553,13 +469,15 @@ class SessionscopeApp(App[object]):
         self.badge = badge_text(message.sd.mode.badge, message.sd.writable)
         from tui.screens.sessions import SessionsScreen
 
+        first_page = message.first_page
         for screen in self.screen_stack:
-            if isinstance(screen, SessionsScreen):
-                if screen.is_mounted:
-                    screen.attach(message.sd, first_page=message.first_page)
-                else:  # its children are composed when it mounts: attach right after that
-                    screen.call_later(screen.attach, message.sd, first_page=message.first_page)
+            # A screen not mounted yet attaches itself when it mounts (it takes app.sd and app.first_page).
+            if isinstance(screen, SessionsScreen) and screen.is_mounted:
+                screen.attach(message.sd, first_page=first_page)
+                first_page = None
+        self.first_page = None if first_page is None else (message.sd, first_page)
         self.refresh_bindings()
+        self._opened.set()
         self._start_live(message.sd)
         # The integrity check waits for the first window of rows (SessionsScreen asks for it); a fallback
         # starts it anyway a little later when no list asked.
@@ -570,6 +488,7 @@ class SessionscopeApp(App[object]):
         from tui.screens.welcome import OpenFailedScreen
 
         self.open_error = message.error
+        self._opened.set()
         notify(self, message.error, title="Cannot open the session directory", severity="error", timeout=10)
         screen = OpenFailedScreen(message.path, message.error)
         if isinstance(self.screen, OpenFailedScreen) and len(self.screen_stack) > 1:
@@ -842,16 +761,16 @@ class SessionscopeApp(App[object]):
 
     def on_unmount(self) -> None:
         self._begin_quit()
+        self._opened.set()
         if self.live is not None:
             self.live.stop()
             self.live = None
         stores: list[SessionDir] = [] if self.sd is None else [self.sd]
-        self._opening = None
-        opening, self._first_opening = self._first_opening, None
-        if opening is not None:  # opened but never taken (the app quit first), or still opening
-            leftover = opening.abandon(keep=self.sd)
-            if leftover is not None:
-                stores.append(leftover)
+        with self._open_lock:  # opened but never taken (the app quit first); one still opening closes itself
+            pending, self._pending_sd = self._pending_sd, None
+        if pending is not None and pending is not self.sd:
+            stores.append(pending)
+        self.first_page = None
         if stores:
             close_bounded(stores, self.interrupts)
 

@@ -126,10 +126,20 @@ class SessionsScreen(Screen[None]):
         yield StatusBar(id="status")
         yield KeyBar()
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
+        wait_opened = getattr(self.app, "wait_opened", None)
+        if getattr(self.app, "sd", None) is None and wait_opened is not None:
+            from tui.app import FIRST_PAINT_HOLD_S
+
+            await wait_opened(FIRST_PAINT_HOLD_S)  # the store opening: the first frame then has its rows
         sd = getattr(self.app, "sd", None)
         if sd is not None:
-            self.attach(sd)
+            # The store opened before this screen mounted: take the first window read with it, if it is its.
+            taken = getattr(self.app, "first_page", None)
+            first_page = taken[1] if taken is not None and taken[0] is sd else None
+            if taken is not None:
+                self.app.first_page = None  # type: ignore[attr-defined]  # once: later reads are fresh
+            self.attach(sd, first_page=first_page)
         else:
             self._set_count("Opening the session directory…")
 
