@@ -101,11 +101,26 @@ def quick_check_aside(sd: SessionDir, interrupts: Interrupts | None = None) -> s
     """``quick_check`` on a read connection of its own, so the list can still read while it runs (it takes
     about a second per 500 MB and ``sd.db`` serialises its users). Where a second connection would need a
     private copy of the files (``sd.db`` already reads one), the check runs on ``sd.db`` itself. The aside
-    connection is in ``interrupts`` while the check runs (a quit stops it)."""
-    from store.mothx.db import open_database
+    connection is in ``interrupts`` while the check runs (a quit stops it).
+
+    A passed check is remembered against the database file's identity (:mod:`store.mothx.checkcache`): an
+    open of an unchanged file answers ``ok`` without reading it again."""
+    from store.mothx import checkcache
 
     if sd.db.private_copy is not None:
-        return sd.db.quick_check()
+        return sd.db.quick_check()  # a snapshot's copy is new each time: nothing to remember it by
+    before = checkcache.identity(sd.db.path)
+    if checkcache.recall("quick_check", sd.db.path, before) == "ok":
+        return "ok"
+    result = _quick_check_now(sd, interrupts)
+    if result.strip().lower() == "ok":
+        checkcache.remember("quick_check", sd.db.path, before, "ok")
+    return result
+
+
+def _quick_check_now(sd: SessionDir, interrupts: Interrupts | None) -> str:
+    from store.mothx.db import open_database
+
     mode = OpenMode.READ_ONLY if sd.mode is OpenMode.READ_WRITE else sd.mode
     try:
         aside = open_database(sd.db.path, mode)

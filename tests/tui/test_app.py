@@ -514,13 +514,16 @@ async def test_a_slow_opening_shows_opening_first_then_the_rows(demo_dir: Path,
     real = app_module.open_and_read
 
     def slow(*args: object, **kwargs: object) -> object:
-        time.sleep(0.4)
+        time.sleep(1.0)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(app_module, "open_and_read", slow)
     app = SessionscopeApp(demo_dir, OpenMode.READ_ONLY)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause(0.1)
+        for _ in range(12):         # the first screen awaits the opening for FIRST_PAINT_HOLD_S, then says so
+            await pilot.pause(0.05)
+            if "Opening" in app.screen.query_one(StatusBar).count:
+                break
         assert app.sd is None and "Opening" in app.screen.query_one(StatusBar).count
         for _ in range(100):
             await pilot.pause(0.05)
