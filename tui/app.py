@@ -163,6 +163,9 @@ class Opened:
     sd: SessionDir | None = None
     first_page: SessionPage | None = None
     error: str = ""
+    provisional: bool = False
+    """``first_page`` is provisional (no list cache yet: newest sessions by creation, no counts); the caller
+    builds the cache in the background."""
 
 
 def open_and_read(
@@ -186,9 +189,12 @@ def open_and_read(
     first_page = None
     if prefetch:
         try:
+            from store.mothx.provisional import list_cache_missing, provisional_page
             from store.mothx.sessions import defer_deletion_check, list_sessions
             from tui.widgets.session_list import WINDOW, default_query
 
+            if list_cache_missing(sd):  # a first open: draw before the cache is built (SessionscopeApp._build_list)
+                return Opened(sd=sd, first_page=provisional_page(sd, WINDOW), provisional=True)
             query = default_query()
             defer_deletion_check(sd)  # checked after the first paint (SessionscopeApp.start_integrity_check)
             first_page = list_sessions(sd, query.flt, query.sort, query.descending, offset=0, limit=WINDOW)
@@ -216,6 +222,19 @@ class ListVerified(Message):
     def __init__(self, sd: SessionDir) -> None:
         super().__init__()
         self.sd = sd
+
+
+class ListBuilt(Message):
+    """The list cache of a first open was built (``error`` when it failed): the provisional rows can go."""
+
+    def __init__(self, sd: SessionDir, error: str = "") -> None:
+        super().__init__()
+        self.sd = sd
+        self.error = error
+
+
+LIST_BUILDING = "building the session list… (rows provisional: newest by creation, no counts yet)"
+"""The status line while the first open of a directory builds its list cache."""
 
 
 QUIT_WAIT_S = 1.0
@@ -371,6 +390,8 @@ class SessionscopeApp(App[object]):
         self.first_page: tuple[SessionDir, SessionPage | None] | None = None
         """The first window read with the store, for a Sessions screen that mounts after it opened."""
         self._opened = asyncio.Event()
+        self._building_for: SessionDir | None = None
+        """The store whose list cache is being built (its rows on screen are provisional), or None."""
         """Set once the first opening ended (StoreOpened or StoreFailed handled, or the app quit)."""
         if self.session_dir is not None:
             self.location = tildify(self.session_dir)
@@ -466,6 +487,8 @@ class SessionscopeApp(App[object]):
         if opened.sd is None:
             self.post_message(StoreFailed(path, opened.error))
             return
+        if opened.provisional:
+            self._building_for = opened.sd  # read by _store_opened, on the UI thread, after this message
         self.post_message(StoreOpened(opened.sd, opened.first_page))
 
     @on(StoreOpened)
@@ -493,6 +516,11 @@ class SessionscopeApp(App[object]):
         self.first_page = None if first_page is None else (message.sd, first_page)
         self.refresh_bindings()
         self._opened.set()
+        if self._building_for is not message.sd:
+            self._building_for = None  # (a build of a store opened before this one is of no interest now)
+        else:
+            self.integrity = LIST_BUILDING
+            self._build_list(message.sd)
         self._start_live(message.sd)
         # The integrity check waits for the first window of rows (SessionsScreen asks for it); a fallback
         # starts it anyway a little later when no list asked.
@@ -533,12 +561,40 @@ class SessionscopeApp(App[object]):
     def start_integrity_check(self) -> None:
         """After the first paint, once: the list cache's deferred check for deleted entries, then ``PRAGMA
         quick_check``, in workers."""
-        if self._integrity_started or self.sd is None:
-            return
+        if self._integrity_started or self.sd is None or self._building_for is not None:
+            return  # (while the list cache is built, the checks wait for it: _list_built starts them)
         self._integrity_started = True
         self._verify_list(self.sd)
         self.integrity = "checking integrity…"
         self._quick_check(self.sd)
+
+    @work(thread=True, exclusive=True, group="list-build", exit_on_error=False, description="Build the list cache")
+    def _build_list(self, sd: SessionDir) -> None:
+        """The first open of a directory: build the list cache (the screens re-read their rows after), then say
+        so."""
+        error = ""
+        try:
+            from store.mothx.sessions import refresh
+
+            refresh(sd)
+        except Exception as exc:  # noqa: BLE001 - shown in the status line; the list reports its own reads
+            error = describe_error(exc)
+        if not self._quitting:
+            self.post_message(ListBuilt(sd, error))
+
+    @on(ListBuilt)
+    def _list_built(self, message: ListBuilt) -> None:
+        """The list cache exists now: every screen re-reads (real order and counts), then the checks start."""
+        if message.sd is not self.sd:
+            return
+        self._building_for = None
+        if message.error:
+            self.integrity = f"list cache not built: {message.error}"
+            notify(self, message.error, title="The list cache could not be built", severity="error", timeout=10)
+        else:
+            self.integrity = ""
+        deliver(self, LiveChanged(frozenset(), everything=True, source="build"))
+        self.start_integrity_check()
 
     @work(thread=True, exclusive=True, group="list-verify", exit_on_error=False, description="Check the list cache")
     def _verify_list(self, sd: SessionDir) -> None:

@@ -587,3 +587,51 @@ async def test_entries_deleted_since_the_list_cache_was_written_are_shown_after_
                 break
             await pilot.pause(0.05)
         assert shown.get(row.id) == row.message_count - 2
+
+
+async def test_a_first_open_draws_provisional_rows_then_builds_the_list_cache(
+        demo_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    import tui.app as app_module
+    from store.mothx.sessiondir import open_session_dir
+    from store.mothx.sessionindex import cache_path_for
+    from store.mothx.sessions import list_sessions
+
+    cache = cache_path_for(demo_dir / "sessions.db")
+    for path in (cache, Path(f"{cache}-wal"), Path(f"{cache}-shm")):
+        path.unlink(missing_ok=True)
+    release = threading.Event()
+    real_build = app_module.SessionscopeApp._build_list.__wrapped__  # type: ignore[attr-defined]
+    held: list[bool] = []
+
+    def build(self: SessionscopeApp, sd: object) -> None:
+        held.append(release.wait(10))
+        real_build(self, sd)
+
+    from textual import work
+
+    monkeypatch.setattr(app_module.SessionscopeApp, "_build_list",
+                        work(thread=True, exclusive=True, group="list-build", exit_on_error=False)(build))
+    app = SessionscopeApp(demo_dir, OpenMode.READ_ONLY)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if app.sd is not None and app.screen.query_one(SessionList).visible_rows():
+                break
+        first = app.screen.query_one(SessionList).visible_rows()
+        assert first and all(row.message_count == 0 for row in first)         # provisional: no counts yet
+        assert app.integrity == app_module.LIST_BUILDING
+        assert not app._integrity_started                                     # the checks wait for the cache
+        release.set()
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if app.integrity.startswith("integrity"):
+                break
+        assert app.integrity == "integrity ok"
+        with open_session_dir(demo_dir, OpenMode.READ_ONLY) as sd:
+            want = list_sessions(sd, limit=len(app.screen.query_one(SessionList).visible_rows())).rows
+        shown = app.screen.query_one(SessionList).visible_rows()
+        assert [r.id for r in shown] == [r.id for r in want]                  # the real order and counts
+        assert [r.message_count for r in shown] == [r.message_count for r in want]
+    assert held == [True]
