@@ -3,11 +3,15 @@
 Start-up is kept light and uses Textual's public API only: the Sessions screen is the default screen (no blank
 screen first). One thread worker (``_open_store``, group ``store-open``), started when the app loads, opens the
 store and reads the first window of the list while Textual composes and mounts the screen, then posts
-:class:`~tui.messages.StoreOpened`; its one handler (``_store_opened``) attaches the store to the screens. The
-screen says "Opening…" until then. Work that can wait runs after the first paint (the list cache's check for
-deleted entries, the integrity check, both remembered against the database file's identity so an unchanged file
-is not checked again); everything the first screen does not need (SQLModel, the transcript screen, the
-palette's provider, help, the filter box) is imported only when used.
+:class:`~tui.messages.StoreOpened`; its one handler (``_store_opened``) takes the store (a Sessions screen that mounts
+later attaches itself to it, with the first window read). The
+screen's mount awaits it for at most :data:`FIRST_PAINT_HOLD_S` (the loop runs on), then says "Opening…".
+On a first open (no list cache yet) the worker reads a provisional window instead (newest sessions by creation,
+no counts) and ``_build_list`` builds the cache in the background with a status line, then every screen
+re-reads. Work that can wait runs after the first paint (the list cache's check for deleted entries, the
+integrity check, both remembered against the database file's identity so an unchanged file is not checked
+again); everything the first screen does not need (SQLModel, the transcript screen, the palette's provider,
+help, the filter box) is imported only when used.
 """
 
 from __future__ import annotations
