@@ -246,6 +246,7 @@ QUIT_WAIT_S = 1.0
 process ends anyway."""
 
 
+
 class DaemonExecutor(ThreadPoolExecutor):
     """The event loop's default executor, so every thread worker runs here: one daemon thread per job.
 
@@ -257,6 +258,8 @@ class DaemonExecutor(ThreadPoolExecutor):
     def __init__(self, wait_s: float = QUIT_WAIT_S) -> None:
         super().__init__(max_workers=1, thread_name_prefix="sessionscope-worker")
         self.wait_s = wait_s
+        self.deadline: float | None = None
+        """The quit's own deadline (``time.monotonic``), when the app set one: the wait ends then at the latest."""
         self._jobs: set[threading.Thread] = set()
         self._jobs_lock = threading.Lock()
         self._closed = False
@@ -293,7 +296,8 @@ class DaemonExecutor(ThreadPoolExecutor):
             self._closed = True
             jobs = list(self._jobs)
         if wait:
-            deadline = time.monotonic() + self.wait_s
+            wait_s = self.wait_s if self.deadline is None else min(self.wait_s, self.deadline - time.monotonic())
+            deadline = time.monotonic() + max(0.0, wait_s)
             for thread in jobs:
                 thread.join(max(0.0, deadline - time.monotonic()))
 
@@ -367,6 +371,8 @@ class SessionscopeApp(App[object]):
         self.interrupts = Interrupts()
         self._reporting_workers = ReportingWorkers(self)
         self._quitting = False
+        self._quit_deadline: float | None = None
+        self._executor: DaemonExecutor | None = None
         self.live: LiveUpdates | None = None
         self._live_asked = live  # None: live updates outside tests only (see tui.live.live_wanted)
         self.session_dir: Path | None = None if session_dir is None else Path(session_dir)
@@ -412,7 +418,10 @@ class SessionscopeApp(App[object]):
     async def on_load(self) -> None:
         # Thread workers run on the loop's default executor: make it one whose threads never keep the process
         # alive (see DaemonExecutor).
-        asyncio.get_running_loop().set_default_executor(DaemonExecutor())
+        self._executor = DaemonExecutor()
+        if self._quit_deadline is not None:
+            self._executor.deadline = self._quit_deadline
+        asyncio.get_running_loop().set_default_executor(self._executor)
         if self.session_dir is None:
             self._opened.set()
             return
@@ -831,8 +840,20 @@ class SessionscopeApp(App[object]):
         super().exit(result, return_code, message)
 
     def _begin_quit(self) -> None:
+        if self._quit_deadline is None:
+            # One deadline for the whole quit: closing the stores, the thread workers and the threads the
+            # interpreter joins share QUIT_WAIT_S (each waited up to its own second before).
+            self._quit_deadline = time.monotonic() + QUIT_WAIT_S
+            if self._executor is not None:
+                self._executor.deadline = self._quit_deadline
         self._quitting = True
         self.interrupts.stop()
+
+    def _quit_left(self) -> float:
+        """What is left of the quit's :data:`QUIT_WAIT_S` (all of it before a quit)."""
+        if self._quit_deadline is None:
+            return QUIT_WAIT_S
+        return max(0.0, self._quit_deadline - time.monotonic())
 
     def on_unmount(self) -> None:
         self._begin_quit()
@@ -847,14 +868,14 @@ class SessionscopeApp(App[object]):
             stores.append(pending)
         self.first_page = None
         if stores:
-            close_bounded(stores, self.interrupts)
+            close_bounded(stores, self.interrupts, wait_s=self._quit_left())
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         """:meth:`App.run`, then a bounded wait for the threads the interpreter's exit would join (see
         :func:`join_stragglers`: the store's parallel scans run on a pool of their own); when some still run
         after :data:`QUIT_WAIT_S`, the process ends now, the terminal already restored, instead of waiting."""
         result = super().run(*args, **kwargs)
-        if not join_stragglers(QUIT_WAIT_S):
+        if not join_stragglers(self._quit_left()):
             code = self.return_code
             for stream in (sys.stdout, sys.stderr):
                 try:
