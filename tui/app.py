@@ -1,11 +1,16 @@
 """The Sessionscope app: opens a session directory off the UI thread and shows its screens.
 
-Start-up is kept light: the Sessions screen is the default screen (no blank screen first). The store is opened,
-and the first window of the list read, on a thread started first thing when the app is created
-(:class:`StoreOpening`) while Textual starts; the Sessions screen takes the result right after it mounts, before
-its first frame, when it comes within :data:`FIRST_SCREEN_WAIT_S` (else it says "Opening…" and a worker posts the
-result). Work that can wait runs after the first paint (the list cache's check for deleted entries, the integrity
-check); everything the first screen does not need (SQLModel, the transcript screen, the palette's provider,
+Start-up is kept light and uses Textual's public API only: the Sessions screen is the default screen (no blank
+screen first). One thread worker (``_open_store``, group ``store-open``), started when the app loads, opens the
+store and reads the first window of the list while Textual composes and mounts the screen, then posts
+:class:`~tui.messages.StoreOpened`; its one handler (``_store_opened``) takes the store (a Sessions screen that mounts
+later attaches itself to it, with the first window read). The
+screen's mount awaits it for at most :data:`FIRST_PAINT_HOLD_S` (the loop runs on), then says "Opening…".
+On a first open (no list cache yet) the worker reads a provisional window instead (newest sessions by creation,
+no counts) and ``_build_list`` builds the cache in the background with a status line, then every screen
+re-reads. Work that can wait runs after the first paint (the list cache's check for deleted entries, the
+integrity check, both remembered against the database file's identity so an unchanged file is not checked
+again); everything the first screen does not need (SQLModel, the transcript screen, the palette's provider,
 help, the filter box) is imported only when used.
 """
 
@@ -99,11 +104,26 @@ def quick_check_aside(sd: SessionDir, interrupts: Interrupts | None = None) -> s
     """``quick_check`` on a read connection of its own, so the list can still read while it runs (it takes
     about a second per 500 MB and ``sd.db`` serialises its users). Where a second connection would need a
     private copy of the files (``sd.db`` already reads one), the check runs on ``sd.db`` itself. The aside
-    connection is in ``interrupts`` while the check runs (a quit stops it)."""
-    from store.mothx.db import open_database
+    connection is in ``interrupts`` while the check runs (a quit stops it).
+
+    A passed check is remembered against the database file's identity (:mod:`store.mothx.checkcache`): an
+    open of an unchanged file answers ``ok`` without reading it again."""
+    from store.mothx import checkcache
 
     if sd.db.private_copy is not None:
-        return sd.db.quick_check()
+        return sd.db.quick_check()  # a snapshot's copy is new each time: nothing to remember it by
+    before = checkcache.identity(sd.db.path)
+    if checkcache.recall("quick_check", sd.db.path, before) == "ok":
+        return "ok"
+    result = _quick_check_now(sd, interrupts)
+    if result.strip().lower() == "ok":
+        checkcache.remember("quick_check", sd.db.path, before, "ok")
+    return result
+
+
+def _quick_check_now(sd: SessionDir, interrupts: Interrupts | None) -> str:
+    from store.mothx.db import open_database
+
     mode = OpenMode.READ_ONLY if sd.mode is OpenMode.READ_WRITE else sd.mode
     try:
         aside = open_database(sd.db.path, mode)
@@ -146,6 +166,9 @@ class Opened:
     sd: SessionDir | None = None
     first_page: SessionPage | None = None
     error: str = ""
+    provisional: bool = False
+    """``first_page`` is provisional (no list cache yet: newest sessions by creation, no counts); the caller
+    builds the cache in the background."""
 
 
 def open_and_read(
@@ -169,9 +192,12 @@ def open_and_read(
     first_page = None
     if prefetch:
         try:
+            from store.mothx.provisional import list_cache_missing, provisional_page
             from store.mothx.sessions import defer_deletion_check, list_sessions
             from tui.widgets.session_list import WINDOW, default_query
 
+            if list_cache_missing(sd):  # a first open: draw before the cache is built (SessionscopeApp._build_list)
+                return Opened(sd=sd, first_page=provisional_page(sd, WINDOW), provisional=True)
             query = default_query()
             defer_deletion_check(sd)  # checked after the first paint (SessionscopeApp.start_integrity_check)
             first_page = list_sessions(sd, query.flt, query.sort, query.descending, offset=0, limit=WINDOW)
@@ -186,63 +212,11 @@ BASE_SCREENS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 """Screens that ``back`` does not leave (module, class names)."""
 
-FIRST_SCREEN_WAIT_S = 0.3
-"""How long the app waits, before its first screen is drawn, for the session directory to open (see
-:meth:`SessionscopeApp._take_opening`)."""
-
-
-class StoreOpening:
-    """:func:`open_and_read` started on a thread when the app is created, to overlap Textual's start-up."""
-
-    def __init__(self, path: Path, mode: OpenMode, interrupts: Interrupts | None = None) -> None:
-        self.path = path
-        self.mode = mode
-        self.interrupts = interrupts
-        self._done = threading.Event()
-        self._lock = threading.Lock()
-        self._abandoned = False
-        self._keep: SessionDir | None = None
-        self._result = Opened(error="The session directory was not opened.")
-        # A daemon: a quit never waits for it (its connection is interrupted, see SessionscopeApp.exit).
-        threading.Thread(target=self._run, name="sessionscope-open", daemon=True).start()
-
-    def _run(self) -> None:
-        result = Opened(error="The session directory was not opened.")
-        try:
-            result = open_and_read(self.path, self.mode, interrupts=self.interrupts)
-        finally:
-            with self._lock:
-                self._result = result
-                self._done.set()
-                close_now = self._abandoned and result.sd is not None and result.sd is not self._keep
-            if close_now and result.sd is not None:
-                result.sd.close()
-
-    def abandon(self, keep: SessionDir | None = None) -> SessionDir | None:
-        """The app is quitting: the store this opening gave (unless it is ``keep``) is to be closed. Returns it
-        when the opening has finished (the caller closes it); otherwise the opening thread closes it itself."""
-        with self._lock:
-            self._abandoned = True
-            self._keep = keep
-            if not self._done.is_set():
-                return None
-            sd = self._result.sd
-        return sd if sd is not None and sd is not keep else None
-
-    def matches(self, path: Path, mode: OpenMode) -> bool:
-        return self.path == path and self.mode is mode
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def wait(self) -> Opened:
-        self._done.wait()
-        return self._result
-
-    def wait_for(self, timeout: float) -> bool:
-        """Wait at most ``timeout`` seconds; True when the opening has finished."""
-        return self._done.wait(timeout)
+FIRST_PAINT_HOLD_S = 0.3
+"""The longest the first Sessions screen's mount awaits the opening (:meth:`SessionscopeApp.wait_opened`, an
+``await``: the event loop, the app's messages and the worker run on), so that its first layout and frame have
+the rows instead of "Opening…" drawn moments before them; a slower opening (the first open of a large directory
+builds the list cache) shows "Opening…" first."""
 
 
 class ListVerified(Message):
@@ -253,9 +227,23 @@ class ListVerified(Message):
         self.sd = sd
 
 
+class ListBuilt(Message):
+    """The list cache of a first open was built (``error`` when it failed): the provisional rows can go."""
+
+    def __init__(self, sd: SessionDir, error: str = "") -> None:
+        super().__init__()
+        self.sd = sd
+        self.error = error
+
+
+LIST_BUILDING = "building the session list… (rows provisional: newest by creation, no counts yet)"
+"""The status line while the first open of a directory builds its list cache."""
+
+
 QUIT_WAIT_S = 1.0
 """How long a quit waits, in all, for work still running (thread workers, the store being closed) before the
 process ends anyway."""
+
 
 
 class DaemonExecutor(ThreadPoolExecutor):
@@ -269,6 +257,8 @@ class DaemonExecutor(ThreadPoolExecutor):
     def __init__(self, wait_s: float = QUIT_WAIT_S) -> None:
         super().__init__(max_workers=1, thread_name_prefix="sessionscope-worker")
         self.wait_s = wait_s
+        self.deadline: float | None = None
+        """The quit's own deadline (``time.monotonic``), when the app set one: the wait ends then at the latest."""
         self._jobs: set[threading.Thread] = set()
         self._jobs_lock = threading.Lock()
         self._closed = False
@@ -305,7 +295,8 @@ class DaemonExecutor(ThreadPoolExecutor):
             self._closed = True
             jobs = list(self._jobs)
         if wait:
-            deadline = time.monotonic() + self.wait_s
+            wait_s = self.wait_s if self.deadline is None else min(self.wait_s, self.deadline - time.monotonic())
+            deadline = time.monotonic() + max(0.0, wait_s)
             for thread in jobs:
                 thread.join(max(0.0, deadline - time.monotonic()))
 
@@ -371,13 +362,12 @@ class SessionscopeApp(App[object]):
         themes_dir: Path | None = None,
         live: bool | None = None,
     ) -> None:
-        # Start reading the store first, on a thread of its own, so it runs while Textual starts (its first
-        # screen takes the result, see _take_opening).
-        self.interrupts = Interrupts()
-        opening = None if session_dir is None else StoreOpening(Path(session_dir), mode, self.interrupts)
         super().__init__()
+        self.interrupts = Interrupts()
         self._reporting_workers = ReportingWorkers(self)
         self._quitting = False
+        self._quit_deadline: float | None = None
+        self._executor: DaemonExecutor | None = None
         self.live: LiveUpdates | None = None
         self._live_asked = live  # None: live updates outside tests only (see tui.live.live_wanted)
         self.session_dir: Path | None = None if session_dir is None else Path(session_dir)
@@ -396,12 +386,18 @@ class SessionscopeApp(App[object]):
             self.theme_names.append(theme.name)
         wanted = remembered_theme()
         if wanted and wanted in self.available_themes:
-            self._set_initial_theme(wanted)
+            self.theme = wanted
         elif DEFAULT_THEME in self.available_themes:
-            self._set_initial_theme(DEFAULT_THEME)
-        self._opening: StoreOpening | None = opening
-        self._first_opening: StoreOpening | None = opening  # kept to the end: a quit abandons it
-        self._opening_queued = False
+            self.theme = DEFAULT_THEME
+        # A store opened by a worker but not yet taken by _store_opened (a quit closes it); guarded by the lock.
+        self._open_lock = threading.Lock()
+        self._pending_sd: SessionDir | None = None
+        self.first_page: tuple[SessionDir, SessionPage | None] | None = None
+        """The first window read with the store, for a Sessions screen that mounts after it opened."""
+        self._opened = asyncio.Event()
+        """Set once the first opening ended (StoreOpened or StoreFailed handled, or the app quit)."""
+        self._building_for: SessionDir | None = None
+        """The store whose list cache is being built (its rows on screen are provisional), or None."""
         if self.session_dir is not None:
             self.location = tildify(self.session_dir)
         self.badge = mode.badge
@@ -414,36 +410,42 @@ class SessionscopeApp(App[object]):
 
     # --- start-up ---------------------------------------------------------------------------------------------
 
-    def on_load(self) -> None:
+    async def on_load(self) -> None:
         # Thread workers run on the loop's default executor: make it one whose threads never keep the process
         # alive (see DaemonExecutor).
-        asyncio.get_running_loop().set_default_executor(DaemonExecutor())
+        self._executor = DaemonExecutor()
+        if self._quit_deadline is not None:
+            self._executor.deadline = self._quit_deadline
+        asyncio.get_running_loop().set_default_executor(self._executor)
+        if self.session_dir is None:
+            self._opened.set()
+            return
+        # The store opens while Textual starts the driver, composes and mounts the first screen (Load comes
+        # before all three). One turn of the loop lets the worker's task start its thread now.
+        self._open_store(self.session_dir, self.mode, prefetch=True)
+        await asyncio.sleep(0)
 
-    def _set_initial_theme(self, name: str) -> None:
-        """Start in theme ``name`` as if Textual had started in it.
+    def take_first_page(self, sd: SessionDir) -> SessionPage | None:
+        """The first window read with ``sd`` when it opened, once (later reads are fresh); None otherwise."""
+        taken, self.first_page = self.first_page, None
+        return taken[1] if taken is not None and taken[0] is sd else None
 
-        Assigning ``self.theme`` here would run the theme watcher, which schedules a re-parse of every
-        stylesheet right after the first parse (about 15 ms on the start path). Nothing is parsed yet, so
-        it is enough to do what the watcher does before that: the theme's classes, the ANSI filter and the
-        stylesheet's variables.
-        """
-        self.set_reactive(SessionscopeApp.theme, name)
-        theme = self.current_theme
-        classes = {name: False for name in self.classes if name.startswith("-theme-")}
-        classes[f"-theme-{theme.name}"] = True
-        classes["-dark-mode"] = theme.dark
-        classes["-light-mode"] = not theme.dark
-        self.update_classes(classes, update=False)
-        self._refresh_truecolor_filter(self.ansi_theme)
-        self.stylesheet.set_variables(self.get_css_variables())
+    async def wait_opened(self, timeout: float = FIRST_PAINT_HOLD_S) -> None:
+        """Wait (asynchronously: the event loop runs on) until the opening worker's StoreOpened or StoreFailed
+        was handled, for at most ``timeout`` seconds. The first screen's mount does this (see
+        :data:`FIRST_PAINT_HOLD_S`)."""
+        if self._opened.is_set():
+            return
+        try:
+            await asyncio.wait_for(self._opened.wait(), timeout)
+        except TimeoutError:
+            pass
 
     def on_mount(self) -> None:
         self._apply_user_keymap()
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         for problem in self.startup_problems:
             notify(self, problem, title="Settings", severity="warning")
-        if self.session_dir is not None and self._opening is not None and not self._opening_queued:
-            self._open_store(self.session_dir, self.mode, prefetch=True)  # (a first screen of a subclass)
 
     def get_default_screen(self) -> Screen[Any]:
         """The first screen is the real one (no blank default screen to compose and paint first)."""
@@ -454,45 +456,7 @@ class SessionscopeApp(App[object]):
             return WelcomeScreen(default_session_dir())
         from tui.screens.sessions import SessionsScreen
 
-        screen = SessionsScreen()
-        if self._opening is not None and not self._opening_queued:
-            # Queued before Textual resumes the screen: it runs once the screen is composed and mounted, and
-            # before its first frame is drawn.
-            self._opening_queued = True
-            screen.call_later(self._take_opening, self.session_dir, self.mode)
-        return screen
-
-    def _take_opening(self, path: Path, mode: OpenMode) -> None:
-        """Give the first screen the store and its first rows before that screen is first drawn.
-
-        Runs on the first screen's queue, right after it is composed and mounted (the CSS is parsed by then,
-        while the store was being opened on its thread). When that opening finishes within
-        :data:`FIRST_SCREEN_WAIT_S`, the screen is attached now and its first frame shows the rows; otherwise it
-        would draw "Opening…" and draw everything again moments later (and on a busy machine the two threads
-        only slow each other down). A slower opening (the first open of a large directory builds the list cache)
-        is waited for in a worker while the screen shows "Opening…".
-        """
-        opening = self._opening
-        if opening is None:
-            return
-        if opening.matches(path, mode) and opening.wait_for(FIRST_SCREEN_WAIT_S):
-            opened = opening.wait()
-            if opened.sd is not None:
-                self._opening = None
-                self._hand_over(StoreOpened(opened.sd, opened.first_page))
-                return
-        self._open_store(path, mode, prefetch=True)
-
-    def _hand_over(self, message: StoreOpened) -> None:
-        """:meth:`_store_opened`, called on the first screen's queue but as the app: the messages it causes (the
-        list's ``Counted``) are sent by the app and bubble up to it, as when the app handles ``StoreOpened``."""
-        from textual._context import active_message_pump
-
-        token = active_message_pump.set(self)
-        try:
-            self._store_opened(message)
-        finally:
-            active_message_pump.reset(token)
+        return SessionsScreen()
 
     def _apply_user_keymap(self) -> None:
         path = actions.keymap_path()
@@ -509,26 +473,34 @@ class SessionscopeApp(App[object]):
 
     @work(thread=True, exclusive=True, group="store-open", exit_on_error=False, description="Open the session directory")
     def _open_store(self, path: Path, mode: OpenMode, *, prefetch: bool = False) -> None:
-        opening = self._opening if self._opening is not None and self._opening.matches(path, mode) else None
-        self._opening = None
-        if opening is not None:
-            while not opening.wait_for(0.1):  # bounded steps: a quit does not wait for a slow first open
-                if self._quitting:
-                    return
-            opened = opening.wait()
-        else:
-            opened = open_and_read(path, mode, prefetch=prefetch, interrupts=self.interrupts)
-        if self._quitting:
-            if opening is None and opened.sd is not None:
-                opened.sd.close()  # opened here after the app quit (an opening's store is closed by abandon)
+        """The one opening worker: open ``path`` (and read the first window), then post StoreOpened or
+        StoreFailed. A store opened after a quit, or by a worker a newer opening replaced, is closed here."""
+        from textual.worker import get_current_worker
+
+        worker = get_current_worker()
+        opened = open_and_read(path, mode, prefetch=prefetch, interrupts=self.interrupts)
+        with self._open_lock:
+            stale = self._quitting or worker.is_cancelled
+            if not stale and opened.sd is not None:
+                self._pending_sd = opened.sd
+        if stale:
+            if opened.sd is not None:
+                opened.sd.close()
             return
         if opened.sd is None:
             self.post_message(StoreFailed(path, opened.error))
             return
+        if opened.provisional:
+            self._building_for = opened.sd  # read by _store_opened, on the UI thread, after this message
         self.post_message(StoreOpened(opened.sd, opened.first_page))
 
     @on(StoreOpened)
     def _store_opened(self, message: StoreOpened) -> None:
+        with self._open_lock:
+            if self._pending_sd is message.sd:
+                self._pending_sd = None
+            if self._quitting:
+                return  # on_unmount closes it
         old = self.sd
         self.sd = message.sd
         self.open_error = ""
@@ -538,13 +510,20 @@ class SessionscopeApp(App[object]):
         self.badge = badge_text(message.sd.mode.badge, message.sd.writable)
         from tui.screens.sessions import SessionsScreen
 
+        first_page = message.first_page
         for screen in self.screen_stack:
-            if isinstance(screen, SessionsScreen):
-                if screen.is_mounted:
-                    screen.attach(message.sd, first_page=message.first_page)
-                else:  # its children are composed when it mounts: attach right after that
-                    screen.call_later(screen.attach, message.sd, first_page=message.first_page)
+            # A screen not mounted yet attaches itself when it mounts (it takes app.sd and app.first_page).
+            if isinstance(screen, SessionsScreen) and screen.is_mounted:
+                screen.attach(message.sd, first_page=first_page)
+                first_page = None
+        self.first_page = None if first_page is None else (message.sd, first_page)
         self.refresh_bindings()
+        self._opened.set()
+        if self._building_for is not message.sd:
+            self._building_for = None  # (a build of a store opened before this one is of no interest now)
+        else:
+            self.integrity = LIST_BUILDING
+            self._build_list(message.sd)
         self._start_live(message.sd)
         # The integrity check waits for the first window of rows (SessionsScreen asks for it); a fallback
         # starts it anyway a little later when no list asked.
@@ -555,6 +534,7 @@ class SessionscopeApp(App[object]):
         from tui.screens.welcome import OpenFailedScreen
 
         self.open_error = message.error
+        self._opened.set()
         notify(self, message.error, title="Cannot open the session directory", severity="error", timeout=10)
         screen = OpenFailedScreen(message.path, message.error)
         if isinstance(self.screen, OpenFailedScreen) and len(self.screen_stack) > 1:
@@ -584,12 +564,40 @@ class SessionscopeApp(App[object]):
     def start_integrity_check(self) -> None:
         """After the first paint, once: the list cache's deferred check for deleted entries, then ``PRAGMA
         quick_check``, in workers."""
-        if self._integrity_started or self.sd is None:
-            return
+        if self._integrity_started or self.sd is None or self._building_for is not None:
+            return  # (while the list cache is built, the checks wait for it: _list_built starts them)
         self._integrity_started = True
         self._verify_list(self.sd)
         self.integrity = "checking integrity…"
         self._quick_check(self.sd)
+
+    @work(thread=True, exclusive=True, group="list-build", exit_on_error=False, description="Build the list cache")
+    def _build_list(self, sd: SessionDir) -> None:
+        """The first open of a directory: build the list cache (the screens re-read their rows after), then say
+        so."""
+        error = ""
+        try:
+            from store.mothx.sessions import refresh
+
+            refresh(sd)
+        except Exception as exc:  # noqa: BLE001 - shown in the status line; the list reports its own reads
+            error = describe_error(exc)
+        if not self._quitting:
+            self.post_message(ListBuilt(sd, error))
+
+    @on(ListBuilt)
+    def _list_built(self, message: ListBuilt) -> None:
+        """The list cache exists now: every screen re-reads (real order and counts), then the checks start."""
+        if message.sd is not self.sd:
+            return
+        self._building_for = None
+        if message.error:
+            self.integrity = f"list cache not built: {message.error}"
+            notify(self, message.error, title="The list cache could not be built", severity="error", timeout=10)
+        else:
+            self.integrity = ""
+        deliver(self, LiveChanged(frozenset(), everything=True, source="build"))
+        self.start_integrity_check()
 
     @work(thread=True, exclusive=True, group="list-verify", exit_on_error=False, description="Check the list cache")
     def _verify_list(self, sd: SessionDir) -> None:
@@ -834,30 +842,42 @@ class SessionscopeApp(App[object]):
         super().exit(result, return_code, message)
 
     def _begin_quit(self) -> None:
+        if self._quit_deadline is None:
+            # One deadline for the whole quit: closing the stores, the thread workers and the threads the
+            # interpreter joins share QUIT_WAIT_S (each waited up to its own second before).
+            self._quit_deadline = time.monotonic() + QUIT_WAIT_S
+            if self._executor is not None:
+                self._executor.deadline = self._quit_deadline
         self._quitting = True
         self.interrupts.stop()
 
+    def _quit_left(self) -> float:
+        """What is left of the quit's :data:`QUIT_WAIT_S` (all of it before a quit)."""
+        if self._quit_deadline is None:
+            return QUIT_WAIT_S
+        return max(0.0, self._quit_deadline - time.monotonic())
+
     def on_unmount(self) -> None:
         self._begin_quit()
+        self._opened.set()
         if self.live is not None:
             self.live.stop()
             self.live = None
         stores: list[SessionDir] = [] if self.sd is None else [self.sd]
-        self._opening = None
-        opening, self._first_opening = self._first_opening, None
-        if opening is not None:  # opened but never taken (the app quit first), or still opening
-            leftover = opening.abandon(keep=self.sd)
-            if leftover is not None:
-                stores.append(leftover)
+        with self._open_lock:  # opened but never taken (the app quit first); one still opening closes itself
+            pending, self._pending_sd = self._pending_sd, None
+        if pending is not None and pending is not self.sd:
+            stores.append(pending)
+        self.first_page = None
         if stores:
-            close_bounded(stores, self.interrupts)
+            close_bounded(stores, self.interrupts, wait_s=self._quit_left())
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
         """:meth:`App.run`, then a bounded wait for the threads the interpreter's exit would join (see
         :func:`join_stragglers`: the store's parallel scans run on a pool of their own); when some still run
         after :data:`QUIT_WAIT_S`, the process ends now, the terminal already restored, instead of waiting."""
         result = super().run(*args, **kwargs)
-        if not join_stragglers(QUIT_WAIT_S):
+        if not join_stragglers(self._quit_left()):
             code = self.return_code
             for stream in (sys.stdout, sys.stderr):
                 try:

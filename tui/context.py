@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from textual.screen import Screen
 
     from store.mothx.sessiondir import SessionDir
+    from store.mothx.sessions import SessionPage
     from tui.live import LiveUpdates
 
 
@@ -56,6 +57,12 @@ class AppServices(Protocol):
 
     def open_transcript(self, session_id: str) -> None:
         """Push the transcript screen of ``session_id``."""
+
+    async def wait_opened(self, timeout: float = ...) -> None:
+        """Wait, the event loop running on, until the first opening ended (at most ``timeout`` seconds)."""
+
+    def take_first_page(self, sd: SessionDir) -> SessionPage | None:
+        """The first window of the session list read with ``sd`` when it opened, once; None otherwise."""
 
     def show_section_screen(self, screen_type: type[Screen[Any]]) -> None:
         """Make a screen of ``screen_type`` current (a top-level section)."""

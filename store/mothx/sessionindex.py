@@ -259,11 +259,22 @@ class SessionIndex:
         and ``generation`` moved on, so what a list shows may have changed. The count runs on a read
         connection of its own, holding neither this index nor ``sd.db``, so lists and other reads go on.
         """
+        from store.mothx import checkcache
+
         with self.lock:
             meta = self.meta
             if not self.deletion_check_pending or meta is None:
                 self.deletion_check_pending = False
                 return False
+        # The count passed on these very files before (same identity, same cache state): nothing was deleted.
+        db_path = sd.db.path
+        before = checkcache.identity(db_path)
+        mark = [meta.max_seq, str(self.cache_path or "")]
+        if sd.db.private_copy is None and checkcache.recall("deletions", db_path, before) == mark:
+            with self.lock:
+                if self.meta is meta:
+                    self.deletion_check_pending = False
+            return False
         conn = sqlite3.connect(self.src_uri, uri=True, isolation_level=None, check_same_thread=False, timeout=10)
         conn.text_factory = decode
         try:
@@ -279,8 +290,13 @@ class SessionIndex:
                 return False        # a sync ran meanwhile: it checked for deleted entries itself
             self.deletion_check_pending = False
             if covered_now == self._covered():
+                if sd.db.private_copy is None:
+                    checkcache.remember("deletions", db_path, before, mark)
                 return False
-            self.sync(sd)
+            syncing = checkcache.identity(db_path)
+            self.sync(sd)  # a full sync: it counts deleted entries itself
+            if sd.db.private_copy is None and self.meta is not None:
+                checkcache.remember("deletions", db_path, syncing, [self.meta.max_seq, str(self.cache_path or "")])
             return self.last_sync != "unchanged"
 
     def info(self) -> IndexInfo:

@@ -474,31 +474,35 @@ def test_every_binding_has_an_id_and_a_tooltip() -> None:
 # --- start-up -------------------------------------------------------------------------------------------------
 
 
-async def test_first_frame_already_shows_the_rows(demo_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The store opening started with the app is handed to the Sessions screen before its first frame."""
-    from textual.screen import Screen
-
+async def test_one_opening_worker_posts_store_opened_and_the_rows_are_drawn(
+        demo_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One worker opens the store (started when the app loads); its StoreOpened attaches the Sessions screen."""
     import tui.app as app_module
 
-    frames: list[int] = []
-    real_refresh = Screen._compositor_refresh
-
-    def counting(self: Screen[object]) -> None:
-        lists = self.query(SessionList)
-        frames.append(len(lists.first().visible_rows()) if lists and lists.first().total else 0)
-        real_refresh(self)
-
-    monkeypatch.setattr(Screen, "_compositor_refresh", counting)
     workers: list[object] = []
     real_open = app_module.SessionscopeApp._open_store
-    monkeypatch.setattr(app_module.SessionscopeApp, "_open_store",
-                        lambda self, *a, **k: workers.append(a) or real_open(self, *a, **k))
+
+    def counted(self: SessionscopeApp, *a: object, **k: object) -> object:
+        workers.append(a)
+        return real_open(self, *a, **k)
+
+    monkeypatch.setattr(app_module.SessionscopeApp, "_open_store", counted)
     app = SessionscopeApp(demo_dir, OpenMode.READ_ONLY)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         assert app.sd is not None and app.screen.query_one(SessionList).visible_rows()
-    assert frames and frames[0] > 0, "the first frame drew session rows"
-    assert workers == []                              # no second opening in a worker
+        assert app.first_page is None                 # the first window was taken once
+    assert workers == [(demo_dir, OpenMode.READ_ONLY)]  # exactly one opening
+
+
+def test_start_up_uses_no_private_textual_module() -> None:
+    import inspect
+
+    import tui.app as app_module
+
+    source = inspect.getsource(app_module)
+    for private in ("textual._", "_refresh_truecolor_filter", "set_reactive", "threading.Thread(target=self._run"):
+        assert private not in source, private
 
 
 async def test_a_slow_opening_shows_opening_first_then_the_rows(demo_dir: Path,
@@ -510,20 +514,54 @@ async def test_a_slow_opening_shows_opening_first_then_the_rows(demo_dir: Path,
     real = app_module.open_and_read
 
     def slow(*args: object, **kwargs: object) -> object:
-        time.sleep(0.4)
+        time.sleep(1.0)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(app_module, "open_and_read", slow)
-    monkeypatch.setattr(app_module, "FIRST_SCREEN_WAIT_S", 0.05)
     app = SessionscopeApp(demo_dir, OpenMode.READ_ONLY)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause(0.1)
+        for _ in range(12):         # the first screen awaits the opening for FIRST_PAINT_HOLD_S, then says so
+            await pilot.pause(0.05)
+            if "Opening" in app.screen.query_one(StatusBar).count:
+                break
         assert app.sd is None and "Opening" in app.screen.query_one(StatusBar).count
         for _ in range(100):
             await pilot.pause(0.05)
             if app.sd is not None and app.screen.query_one(SessionList).visible_rows():
                 break
         assert app.sd is not None and app.screen.query_one(SessionList).visible_rows()
+
+
+async def test_a_quit_while_opening_closes_the_store_the_worker_opens(demo_dir: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    import tui.app as app_module
+
+    real = app_module.open_and_read
+    release = threading.Event()
+    opened: list[object] = []
+
+    def held(*args: object, **kwargs: object) -> object:
+        release.wait(5)
+        result = real(*args, **kwargs)  # type: ignore[arg-type]
+        opened.append(result.sd)
+        return result
+
+    monkeypatch.setattr(app_module, "open_and_read", held)
+    app = SessionscopeApp(demo_dir, OpenMode.READ_ONLY)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause(0.05)
+    release.set()
+    for _ in range(100):
+        if opened:
+            break
+        time.sleep(0.05)
+    time.sleep(0.1)
+    assert opened and opened[0] is not None
+    with pytest.raises(sqlite3.ProgrammingError):     # closed by the worker itself: the app had quit
+        opened[0].db.conn.execute("SELECT 1")  # type: ignore[attr-defined]
 
 
 async def test_entries_deleted_since_the_list_cache_was_written_are_shown_after_the_first_paint(
@@ -549,3 +587,51 @@ async def test_entries_deleted_since_the_list_cache_was_written_are_shown_after_
                 break
             await pilot.pause(0.05)
         assert shown.get(row.id) == row.message_count - 2
+
+
+async def test_a_first_open_draws_provisional_rows_then_builds_the_list_cache(
+        demo_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    import tui.app as app_module
+    from store.mothx.sessiondir import open_session_dir
+    from store.mothx.sessionindex import cache_path_for
+    from store.mothx.sessions import list_sessions
+
+    cache = cache_path_for(demo_dir / "sessions.db")
+    for path in (cache, Path(f"{cache}-wal"), Path(f"{cache}-shm")):
+        path.unlink(missing_ok=True)
+    release = threading.Event()
+    real_build = app_module.SessionscopeApp._build_list.__wrapped__  # type: ignore[attr-defined]
+    held: list[bool] = []
+
+    def build(self: SessionscopeApp, sd: object) -> None:
+        held.append(release.wait(10))
+        real_build(self, sd)
+
+    from textual import work
+
+    monkeypatch.setattr(app_module.SessionscopeApp, "_build_list",
+                        work(thread=True, exclusive=True, group="list-build", exit_on_error=False)(build))
+    app = SessionscopeApp(demo_dir, OpenMode.READ_ONLY)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if app.sd is not None and app.screen.query_one(SessionList).visible_rows():
+                break
+        first = app.screen.query_one(SessionList).visible_rows()
+        assert first and all(row.message_count == 0 for row in first)         # provisional: no counts yet
+        assert app.integrity == app_module.LIST_BUILDING
+        assert not app._integrity_started                                     # the checks wait for the cache
+        release.set()
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if app.integrity.startswith("integrity"):
+                break
+        assert app.integrity == "integrity ok"
+        with open_session_dir(demo_dir, OpenMode.READ_ONLY) as sd:
+            want = list_sessions(sd, limit=len(app.screen.query_one(SessionList).visible_rows())).rows
+        shown = app.screen.query_one(SessionList).visible_rows()
+        assert [r.id for r in shown] == [r.id for r in want]                  # the real order and counts
+        assert [r.message_count for r in shown] == [r.message_count for r in want]
+    assert held == [True]

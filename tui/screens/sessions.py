@@ -21,7 +21,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from tui import actions
-from tui.context import services, store
+from tui.context import services
 from tui.formatting import describe_error, tildify
 from tui.live import LiveChanged
 from tui.messages import FacetChoice, FacetsLoaded, UnfilteredCounted, WorkerFailed
@@ -123,10 +123,14 @@ class SessionsScreen(Screen[None]):
         yield StatusBar(id="status")
         yield KeyBar()
 
-    def on_mount(self) -> None:
-        sd = store(self)
-        if sd is not None:
-            self.attach(sd)
+    async def on_mount(self) -> None:
+        app = services(self)
+        if app is not None and app.sd is None:
+            await app.wait_opened()  # the store opening: the first frame then has its rows
+        sd = app.sd if app is not None else None
+        if app is not None and sd is not None:
+            # The store opened before this screen mounted: take the first window read with it, if it is its.
+            self.attach(sd, first_page=app.take_first_page(sd))
         else:
             self._set_count("Opening the session directory…")
 
