@@ -92,7 +92,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[Calls]:
     yield got
 
 
-async def quiet(pilot: Any, ready: Callable[[], bool], what: str) -> None:  # type: ignore[misc]
+async def quiet(pilot: Any, ready: Callable[[], bool], what: str) -> None:
     app = pilot.app
     deadline = time.monotonic() + DEADLINE_S
     while True:
