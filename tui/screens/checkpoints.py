@@ -387,6 +387,11 @@ class CheckpointsScreen(Screen[None]):
     def _rows_loaded(self, message: RowList.Loaded) -> None:
         self._show_details()
 
+    @on(RowList.Failed, "#checkpoints")
+    def _rows_failed(self, message: RowList.Failed) -> None:
+        """A page could not be read: the list shows the line; say it once."""
+        notify(self, message.error, title="Cannot read checkpoints", severity="error")
+
     # --- details and status -----------------------------------------------------------------------------------
 
     @on(RowList.Highlighted, "#checkpoints")

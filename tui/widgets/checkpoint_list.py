@@ -11,7 +11,7 @@ survive every re-read.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -19,7 +19,7 @@ from textual.cache import LRUCache
 
 from tui import actions
 from tui.formatting import one_line, shown_path
-from tui.widgets.row_list import Column, Key, ListSource, Page, RowList, RowSource
+from tui.widgets.row_list import Column, Key, Page, RowList, RowSource
 
 if TYPE_CHECKING:
     from store.agents.agentstate import CheckpointInfo
@@ -177,11 +177,6 @@ class CheckpointList(RowList["CheckpointInfo"]):
         ]
 
     # --- data -------------------------------------------------------------------------------------------------
-
-    def set_rows(self, rows: Sequence[CheckpointInfo]) -> None:
-        """Show ``rows`` held in memory (tests, small hosts); the cursor stays on the same agent session when it
-        is still listed."""
-        self.set_source(ListSource(rows, key=row_key), keep_cursor=True)
 
     def show_checkpoints(self, sd: SessionDir, agent_id: str | None, *, total: int | None,
                          keep_cursor: bool) -> None:
