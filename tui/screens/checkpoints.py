@@ -8,8 +8,10 @@ action, so it is dimmed and blocked in the read modes, and the store refuses it 
 published checkpoint in the Transcript screen's native view
 (:class:`tui.screens.native_transcript.NativeTranscriptScreen`).
 
-Every store call runs in a thread worker that only posts a typed message; one handler applies it. Errors
-become one line on screen and a notification.
+The list pages the store by keyset (:class:`tui.widgets.checkpoint_list.CheckpointSource`, one query per page);
+the agent pane's counts are one grouped count query. Nothing holds every checkpoint: ``V`` pages through the
+listed checkpoints in its worker. Every store call runs in a thread worker that only posts a typed message; one
+handler applies it. Errors become one line on screen and a notification.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from tui.context import store
 from tui.formatting import describe_error, one_line, plural, shown_path, tildify, utc_minutes
 from tui.messages import WorkerFailed
 from tui.safe import data_line, notify
-from tui.widgets.checkpoint_list import NOT_VERIFIED, CheckpointList, Proof, row_key
+from tui.widgets.checkpoint_list import NOT_VERIFIED, CheckpointList, CheckpointSource, Proof, row_key
 from tui.widgets.header import AppHeader
 from tui.widgets.keybar import KeyBar
 from tui.widgets.row_list import RowList
@@ -58,10 +60,12 @@ DIGEST_CHARS = 16
 
 
 class CheckpointsLoaded(Message):
-    def __init__(self, generation: int, infos: list[CheckpointInfo]) -> None:
+    """The agent pane's counts: how many checkpoints each agent has (one grouped count query)."""
+
+    def __init__(self, generation: int, counts: dict[str, int]) -> None:
         super().__init__()
         self.generation = generation
-        self.infos = infos
+        self.counts = counts
 
 
 class CheckpointsFailed(Message):
@@ -80,6 +84,14 @@ class ProofChecked(Message):
         self.result = result
         self.error = error
         self.quiet = quiet  # part of "verify all": one notification at the end instead
+
+
+class VerifyQueued(Message):
+    """A page of the checkpoints "verify all" is about to verify (they show "verifying…")."""
+
+    def __init__(self, keys: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.keys = keys
 
 
 class VerifyAllFinished(Message):
@@ -222,7 +234,8 @@ class CheckpointsScreen(Screen[None]):
     def __init__(self, sd: SessionDir | None = None) -> None:
         super().__init__()
         self.sd = sd
-        self.infos: list[CheckpointInfo] = []
+        self.counts: dict[str, int] = {}  # checkpoints per agent (the agent pane)
+        self.counted = False  # the counts of this generation arrived
         self.agent = ALL_AGENTS
         self.generation = 0
         self.results: dict[tuple[str, str], VerifyResult] = {}
@@ -263,28 +276,37 @@ class CheckpointsScreen(Screen[None]):
         self.generation += 1
         self._read_checkpoints(self.sd, self.generation)
 
-    @work(thread=True, exclusive=True, group="checkpoints-list", exit_on_error=False, description="Read checkpoints")
+    @work(thread=True, exclusive=True, group="checkpoints-list", exit_on_error=False, description="Count checkpoints")
     def _read_checkpoints(self, sd: SessionDir, generation: int) -> None:
         try:
-            from store.agents.agentstate import list_checkpoints
+            # One grouped count over the checkpoint sessions (the catalog's count is the same table's).
+            from store.agents.native_catalog import agent_session_counts
 
-            infos = list_checkpoints(sd)
+            counts = agent_session_counts(sd)
         except Exception as exc:  # noqa: BLE001 - one line on screen, never a traceback
             self.post_message(CheckpointsFailed(generation, describe_error(exc)))
             return
-        self.post_message(CheckpointsLoaded(generation, infos))
+        self.post_message(CheckpointsLoaded(generation, counts))
 
     @on(CheckpointsLoaded)
     def _loaded(self, message: CheckpointsLoaded) -> None:
         if message.generation != self.generation:
             return
         self.error = ""
-        self.infos = message.infos
-        present = {row_key(i) for i in self.infos}
-        for key in [k for k in self.results if k not in present]:
-            self.results.pop(key)
+        self.counts = dict(message.counts)
+        self.counted = True
         self._fill_agents()
-        self._show_rows()
+        self._show_rows(keep_cursor=True)
+
+    @property
+    def total(self) -> int:
+        """How many checkpoints there are (every agent)."""
+        return sum(self.counts.values())
+
+    @property
+    def listed_total(self) -> int:
+        """How many checkpoints the list shows (the chosen agent's, or all)."""
+        return self.total if self.agent == ALL_AGENTS else self.counts.get(self.agent, 0)
 
     @on(CheckpointsFailed)
     def _failed(self, message: CheckpointsFailed) -> None:
@@ -314,17 +336,14 @@ class CheckpointsScreen(Screen[None]):
             self.busy.discard("reset")
 
     def _agent_counts(self) -> list[tuple[str, int]]:
-        counts: dict[str, int] = {}
-        for info in self.infos:
-            counts[info.agent_id] = counts.get(info.agent_id, 0) + 1
-        return sorted(counts.items())
+        return sorted((a, n) for a, n in self.counts.items() if n)
 
     def _fill_agents(self) -> None:
         options = self.query_one("#agents", OptionList)
         agents = self._agent_counts()
         if self.agent not in {a for a, _ in agents}:
             self.agent = ALL_AGENTS
-        wanted = [Option(self._agent_label("All agents", len(self.infos)), id="agent:")]
+        wanted = [Option(self._agent_label("All agents", self.total), id="agent:")]
         wanted += [Option(self._agent_label(AGENT_TITLES.get(a, one_line(a)), n), id=f"agent:{a}") for a, n in agents]
         with options.prevent(OptionList.OptionHighlighted):
             options.clear_options()
@@ -350,16 +369,28 @@ class CheckpointsScreen(Screen[None]):
     def _agent_selected(self, event: OptionList.OptionSelected) -> None:
         self.checkpoint_list.focus()
 
-    def visible_infos(self) -> list[CheckpointInfo]:
-        if self.agent == ALL_AGENTS:
-            return list(self.infos)
-        return [i for i in self.infos if i.agent_id == self.agent]
+    def listed_source(self) -> CheckpointSource | None:
+        """A fresh keyset source over the listed checkpoints (the chosen agent's, or all)."""
+        if self.sd is None:
+            return None
+        return CheckpointSource(self.sd, self.agent or None, total=self.listed_total,
+                                page_rows=self.checkpoint_list.page_size)
 
-    def _show_rows(self) -> None:
-        rows = self.visible_infos()
-        self.checkpoint_list.set_rows(rows)
+    def _show_rows(self, keep_cursor: bool = False) -> None:
+        if self.sd is not None:
+            self.checkpoint_list.show_checkpoints(self.sd, self.agent or None, total=self.listed_total,
+                                                  keep_cursor=keep_cursor)
         self._show_details()
         self._show_status()
+
+    @on(RowList.Loaded, "#checkpoints")
+    def _rows_loaded(self, message: RowList.Loaded) -> None:
+        self._show_details()
+
+    @on(RowList.Failed, "#checkpoints")
+    def _rows_failed(self, message: RowList.Failed) -> None:
+        """A page could not be read: the list shows the line; say it once."""
+        notify(self, message.error, title="Cannot read checkpoints", severity="error")
 
     # --- details and status -----------------------------------------------------------------------------------
 
@@ -373,7 +404,7 @@ class CheckpointsScreen(Screen[None]):
         if info is None:
             if self.error:
                 return
-            body.update(Text("No checkpoint is selected." if self.infos else
+            body.update(Text("No checkpoint is selected." if self.total else
                              "Capture transcripts with `sessionscope capture claude-code` or `capture codex`; "
                              "each session becomes a verified checkpoint listed here.", style="dim"))
             return
@@ -382,18 +413,25 @@ class CheckpointsScreen(Screen[None]):
 
     def _show_status(self) -> None:
         bar = self.query_one(StatusBar)
-        rows = self.visible_infos()
-        noun = "checkpoint" if len(self.infos) == 1 else "checkpoints"
-        if self.agent == ALL_AGENTS:
-            bar.count = f"{len(self.infos):,} {noun}"
+        total = self.total
+        listed = self.listed_total
+        noun = "checkpoint" if total == 1 else "checkpoints"
+        if not self.counted:
+            bar.count = "Counting checkpoints…"
+        elif self.agent == ALL_AGENTS:
+            bar.count = f"{total:,} {noun}"
         else:
-            bar.count = f"{len(rows):,} of {len(self.infos):,} {noun}"
-        proofs = self.checkpoint_list.proofs
+            bar.count = f"{listed:,} of {total:,} {noun}"
+        # The proofs are held per row key (only the verified ones): the rest of the listed rows are "not verified".
         tally: dict[str, int] = {}
-        for info in rows:
-            proof = proofs.get(row_key(info))
-            label = "not verified" if proof is None else proof.label.split(" +")[0]
+        for key, proof in self.checkpoint_list.proofs.items():
+            if self.agent != ALL_AGENTS and key[0] != self.agent:
+                continue
+            label = proof.label.split(" +")[0]
             tally[label] = tally.get(label, 0) + 1
+        unverified = listed - sum(tally.values())
+        if unverified > 0:
+            tally["not verified"] = unverified
         order = ["verified", "divergent", "out of sync", "verifying…", "error", "not verified"]
         parts = [f"{tally[k]:,} {k}" for k in order if tally.get(k)]
         agent = f"agent: {AGENT_TITLES.get(self.agent, self.agent)}" if self.agent else "agent: all"
@@ -413,16 +451,11 @@ class CheckpointsScreen(Screen[None]):
         self._verify_one(self.sd, key)
 
     def action_verify_all(self) -> None:
-        rows = self.visible_infos()
-        if not rows or self.sd is None:
+        source = self.listed_source()
+        if source is None or not self.listed_total:
             notify(self, "There is no checkpoint to verify.", severity="warning", timeout=3)
             return
-        keys = [row_key(i) for i in rows]
-        for key in keys:
-            self.checkpoint_list.set_proof(key, Proof("verifying"))
-        self._show_details()
-        self._show_status()
-        self._verify_many(self.sd, keys)
+        self._verify_many(source)
 
     @work(thread=True, group="checkpoints-verify", exit_on_error=False, description="Verify a checkpoint")
     def _verify_one(self, sd: SessionDir, key: tuple[str, str]) -> None:
@@ -430,19 +463,41 @@ class CheckpointsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="checkpoints-verify-all", exit_on_error=False,
           description="Verify every listed checkpoint")
-    def _verify_many(self, sd: SessionDir, keys: list[tuple[str, str]]) -> None:
+    def _verify_many(self, source: CheckpointSource) -> None:
+        """Verify every listed checkpoint, paging through the store (one query per page; only a page of rows is
+        held at a time)."""
         from textual.worker import get_current_worker
 
         worker = get_current_worker()
         counts: dict[str, int] = {}
-        for key in keys:
-            if worker.is_cancelled:  # a newer "verify all" replaced this one
-                return
-            message = self._verify_key(sd, key, quiet=True)
-            status = message.result.status if message.result is not None else "failed"
-            counts[status] = counts.get(status, 0) + 1
-            self.post_message(message)
+        try:
+            for page in source.pages():
+                keys = [row_key(info) for info in page.rows]
+                if worker.is_cancelled:  # a newer "verify all" replaced this one
+                    return
+                self.post_message(VerifyQueued(keys))
+                for key in keys:
+                    if worker.is_cancelled:
+                        return
+                    message = self._verify_key(source.sd, key, quiet=True)
+                    status = message.result.status if message.result is not None else "failed"
+                    counts[status] = counts.get(status, 0) + 1
+                    self.post_message(message)
+        except Exception as exc:  # noqa: BLE001 - a page could not be read: one notification, never a traceback
+            self.app.call_from_thread(notify, self, describe_error(exc), title="Cannot list the checkpoints",
+                                      severity="error")
         self.post_message(VerifyAllFinished(counts))
+
+    @on(VerifyQueued)
+    def _verify_queued(self, message: VerifyQueued) -> None:
+        proofs = self.checkpoint_list.proofs
+        for key in message.keys:
+            proofs[key] = Proof("verifying")
+        self.checkpoint_list.refresh_cells()
+        selected = self.checkpoint_list.selected
+        if selected is not None and row_key(selected) in message.keys:
+            self._show_details()
+        self._show_status()
 
     @staticmethod
     def _verify_key(sd: SessionDir, key: tuple[str, str], *, quiet: bool) -> ProofChecked:

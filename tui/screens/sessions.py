@@ -72,14 +72,6 @@ class AgentsCounted(Message):
         self.cycle = cycle
 
 
-class AgentSessionsLoaded(Message):
-    def __init__(self, agent: str, rows: list[object], error: str = "") -> None:
-        super().__init__()
-        self.agent = agent
-        self.rows = rows
-        self.error = error
-
-
 class FilterBar(Horizontal):
     """``/`` and the filter box; mounted the first time the filter is opened (Input is not on the start path)."""
 
@@ -529,28 +521,19 @@ class SessionsScreen(Screen[None]):
                 self._read_agent_sessions(self.sd, source)
         self.refresh_bindings()
 
-    @work(thread=True, exclusive=True, group="sessions-agent-list", exit_on_error=False,
-          description="Read captured sessions")
     def _read_agent_sessions(self, sd: SessionDir, agent: str) -> None:
-        try:
-            from store.agents.native_catalog import list_agent_sessions
+        """Page the captured sessions of ``agent`` from the store (keyset, one query per page; the list reads in
+        its own worker); the count is the source switch's grouped count. A re-read keeps the cursor."""
+        counts = self.agent_counts or {}
+        self._agent_list().show_agent(sd, agent, total=counts.get(agent), keep_cursor=True)
 
-            rows: list[object] = list(list_agent_sessions(sd, agent))
-        except Exception as exc:  # noqa: BLE001 - one line in the list, never a traceback
-            self.post_message(AgentSessionsLoaded(agent, [], describe_error(exc)))
-            return
-        self.post_message(AgentSessionsLoaded(agent, rows))
+    @on(RowList.Loaded, "#agent-sessions")
+    def _agent_sessions_loaded(self, message: RowList.Loaded) -> None:
+        self._show_agent_status()
 
-    @on(AgentSessionsLoaded)
-    def _agent_sessions_loaded(self, message: AgentSessionsLoaded) -> None:
-        if message.agent != self.source:
-            return
-        agent_list = self._agent_list()
-        if message.error:
-            agent_list.show_message(f"✗ {message.error}")
-            notify(self, message.error, title="Cannot read captured sessions", severity="error")
-        else:
-            agent_list.show_rows(message.agent, message.rows)  # type: ignore[arg-type]
+    @on(RowList.Failed, "#agent-sessions")
+    def _agent_sessions_failed(self, message: RowList.Failed) -> None:
+        notify(self, message.error, title="Cannot read captured sessions", severity="error")
         self._show_agent_status()
 
     def _show_agent_status(self) -> None:
@@ -559,13 +542,18 @@ class SessionsScreen(Screen[None]):
         agent_list = self._agent_list()
         title = SOURCE_TITLES.get(self.source, self.source)
         bar = self.query_one(StatusBar)
+        every = agent_list.agent_total
         if not agent_list.fetched:
             bar.count = f"Reading {title} sessions…"
+        elif agent_list.error:
+            bar.count = f"{title} sessions unavailable"
         elif agent_list.search:
-            bar.count = f"{len(agent_list.matching):,} of {len(agent_list.all_rows):,} (filtered)"
+            shown = agent_list.count_text()
+            bar.count = f"{shown} of {every:,} (filtered)" if every is not None else f"{shown} (filtered)"
         else:
-            n = len(agent_list.all_rows)
-            bar.count = f"{n:,} {title} session{'' if n == 1 else 's'}"
+            n = agent_list.total if agent_list.total is not None else every
+            bar.count = (f"{n:,} {title} session{'' if n == 1 else 's'}" if n is not None
+                         else f"{agent_list.count_text()} {title} sessions")
         parts = [f"source: {title} (a: next)", "captured checkpoints, newest last record first"]
         if agent_list.search:
             parts.append(f"/{agent_list.search}")

@@ -1,23 +1,30 @@
 """The checkpoint list: one line per captured agent session, a :class:`~tui.widgets.row_list.RowList`.
 
-The rows are :class:`~store.agents.agentstate.CheckpointInfo` values the screen read in a worker (the checkpoint file
-holds one header per agent session, so the whole list is small next to a transcript) and hands over in a
-:class:`~tui.widgets.row_list.ListSource`. The proof column shows what the last ``v`` found for the row
-(:class:`Proof`), or "not verified yet"; the proofs live on the list (:attr:`CheckpointList.proofs`).
+The rows are :class:`~store.agents.agentstate.CheckpointInfo` values read by keyset a page at a time
+(:class:`CheckpointSource` over :func:`store.agents.checkpoint_read.checkpoint_page`, one query per page, both
+ways: ``G`` reads the last page directly), so the list holds a few pages however many checkpoints there are.
+The proof column shows what the last ``v`` found for the row (:class:`Proof`), or "not verified yet"; the proofs
+live on the list (:attr:`CheckpointList.proofs`), keyed by the row's ``(agent id, agent session id)``, so they
+survive every re-read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from textual.cache import LRUCache
+
 from tui import actions
 from tui.formatting import one_line, shown_path
-from tui.widgets.row_list import Column, ListSource, RowList
+from tui.widgets.row_list import Column, Key, Page, RowList, RowSource
 
 if TYPE_CHECKING:
     from store.agents.agentstate import CheckpointInfo
+    from store.agents.checkpoint_read import CheckpointKey, CheckpointPage
+    from store.mothx.sessiondir import SessionDir
 
 
 NOT_VERIFIED = "not verified yet"
@@ -65,6 +72,84 @@ def head_style(info: CheckpointInfo) -> str | None:
     return None
 
 
+END_KEY: tuple[bytes, bytes] = (b"", b"")
+"""A keyset position past every checkpoint: SQLite orders every BLOB after every TEXT, so ``before=END_KEY``
+(with or without an agent filter) is the last page of the list."""
+
+
+class CheckpointSource(RowSource["CheckpointInfo"]):
+    """The checkpoints (of one agent, or of all) in list order (agent id, agent session id), read by keyset:
+    every call is ONE :func:`~store.agents.checkpoint_read.checkpoint_page` query. ``total`` is the count the
+    caller read (the agent pane's grouped count), or None when unknown.
+
+    A row's key is its stored ``(agent_id, agent_session_id)`` as the page names it (remembered for the rows
+    served, up to ``remember`` of them), so a value the listing had to make printable still pages exactly."""
+
+    reversible = True
+
+    def __init__(self, sd: SessionDir, agent_id: str | None = None, *, total: int | None = None,
+                 page_rows: int = 100, remember: int = 20_000) -> None:
+        self.sd = sd
+        self.agent_id = agent_id or None
+        self._total = total
+        self.page_rows = page_rows
+        self._keys: LRUCache[tuple[str, str], CheckpointKey] = LRUCache(remember)
+        self._lock = threading.Lock()
+
+    def key(self, row: CheckpointInfo) -> Key:
+        ident = row_key(row)
+        with self._lock:
+            return self._keys.get(ident) or ident
+
+    def ident(self, row: CheckpointInfo) -> Key:
+        return row_key(row)
+
+    def _read(self, *, after: CheckpointKey | None = None, before: CheckpointKey | None = None,
+              limit: int) -> Page[CheckpointInfo]:
+        from store.agents import checkpoint_read
+
+        page = checkpoint_read.checkpoint_page(self.sd, self.agent_id, after=after, before=before, limit=limit)
+        with self._lock:
+            for info, stored in zip(page.rows, page.keys, strict=True):
+                self._keys.set(row_key(info), stored)
+        return Page(page.rows, page.more and bool(page.rows))
+
+    def first(self, limit: int) -> Page[CheckpointInfo]:
+        return self._read(limit=limit)
+
+    def after(self, key: Key, limit: int) -> Page[CheckpointInfo]:
+        return self._read(after=_as_key(key), limit=limit)
+
+    def before(self, key: Key, limit: int) -> Page[CheckpointInfo]:
+        return self._read(before=_as_key(key), limit=limit)
+
+    def last(self, limit: int) -> Page[CheckpointInfo]:
+        return self._read(before=END_KEY, limit=limit)
+
+    def total(self) -> int | None:
+        return self._total
+
+    def pages(self, limit: int | None = None) -> Iterator[CheckpointPage]:
+        """Every page of the listed checkpoints, from the first (one query each; for a worker that must see
+        every listed row, e.g. "verify all", without holding them all)."""
+        from store.agents import checkpoint_read
+
+        after: CheckpointKey | None = None
+        while True:
+            page = checkpoint_read.checkpoint_page(self.sd, self.agent_id, after=after,
+                                                   limit=limit or self.page_rows)
+            yield page
+            if not page.more or page.last_key is None:
+                return
+            after = page.last_key
+
+
+def _as_key(key: Key) -> CheckpointKey:
+    if not (isinstance(key, tuple) and len(key) == 2):
+        raise ValueError(f"not a checkpoint key: {key!r}")
+    return (key[0], key[1])
+
+
 class CheckpointList(RowList["CheckpointInfo"]):
     """The checkpoints of the chosen agent(s); the cursor row is highlighted, ``enter`` posts
     :class:`RowList.Selected`."""
@@ -93,9 +178,12 @@ class CheckpointList(RowList["CheckpointInfo"]):
 
     # --- data -------------------------------------------------------------------------------------------------
 
-    def set_rows(self, rows: Sequence[CheckpointInfo]) -> None:
-        """Show ``rows``; the cursor stays on the same agent session when it is still listed."""
-        self.set_source(ListSource(rows, key=row_key), keep_cursor=True)
+    def show_checkpoints(self, sd: SessionDir, agent_id: str | None, *, total: int | None,
+                         keep_cursor: bool) -> None:
+        """Page the checkpoints of ``agent_id`` (None: every agent) from the store; ``keep_cursor``: a re-read of
+        the same list keeps the cursor on the same agent session when it is still listed."""
+        self.set_source(CheckpointSource(sd, agent_id, total=total, page_rows=self.page_size),
+                        keep_cursor=keep_cursor)
 
     def set_proof(self, key: tuple[str, str], proof: Proof | None) -> None:
         if proof is None:
@@ -118,4 +206,4 @@ class CheckpointList(RowList["CheckpointInfo"]):
         return "good" if proof.status == "verified" else "bad"
 
 
-__all__ = ["NOT_VERIFIED", "CheckpointList", "Proof", "head_label", "row_key"]
+__all__ = ["END_KEY", "NOT_VERIFIED", "CheckpointList", "CheckpointSource", "Proof", "head_label", "row_key"]
