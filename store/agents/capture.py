@@ -9,7 +9,9 @@ prefix changed (a rewritten, shortened or removed file) makes the session ``dive
 until a reset is published (:func:`store.agents.agentstate.publish_reset`), after which the next capture stores
 the files afresh (reported as ``new``).
 
-A file that names no session, and a file or folder of the root that cannot be read, is reported as its own
+A line that cannot be read (not JSON, not UTF-8, longer than 8 MiB) never blocks its session: it is stored
+as an unreadable stand-in record and reported in the detail (:mod:`store.agents.capture_scan`). A file that
+names no session, and a file or folder of the root that cannot be read, is reported as its own
 ``unreadable`` entry (with an empty ``agent_session_id`` and the reason, e.g. "permission denied"), and the rest
 is captured. The parts: :mod:`store.agents.capture_discovery` (finding and keying files),
 :mod:`store.agents.capture_scan` (reading one file), :mod:`store.agents.capture_verify` (verifying and reading
@@ -110,6 +112,19 @@ def _id_problem(sid: str) -> str:
     return ""
 
 
+def unreadable_note(scans: Sequence[FileScan], shown: int = 3) -> str:
+    """" Line 500 of p/x.jsonl is unreadable (reason); it is kept as an unreadable record." for the new
+    unreadable lines of a capture ("" when there are none), naming at most ``shown`` of them."""
+    found = [(s.rel, line, reason) for s in scans for line, reason in s.unreadable]
+    if not found:
+        return ""
+    parts = [f"line {line} of {one_line(rel)} ({one_line(reason)})" for rel, line, reason in found[:shown]]
+    more = f" and {len(found) - shown} more" if len(found) > shown else ""
+    verb = "is" if len(found) == 1 else "are"
+    noun = "an unreadable record" if len(found) == 1 else "unreadable records"
+    return f" Unreadable: {'; '.join(parts)}{more} {verb} kept as {noun}; every other record was captured."
+
+
 def capture_session(
     db: Database, source: SessionSource, *, on_file: Callable[[SourceFile], None] | None = None
 ) -> SessionCaptureResult:
@@ -166,6 +181,7 @@ def capture_session(
         return result(stop.problem_status, sum(s.records for s in scans), 0, stop.problem + ".")
     pending = sum(s.pending_lines for s in scans)
     pending_note = f" The last line of {', '.join(one_line(s.rel) for s in scans if s.pending_lines)} is incomplete and was left for the next capture." if pending else ""
+    pending_note = unreadable_note(scans) + pending_note
     total = sum(s.records for s in scans)
     live = [s for s in scans if s.records > 0]
     if shapes:

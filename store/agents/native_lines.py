@@ -7,13 +7,15 @@ expected type or give an empty one, so a record with wrong types never raises.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from store.agents.native_model import K_UNREADABLE, PREVIEW_CHARS, NativeItem
+from store.agents.native_model import K_UNREADABLE, PREVIEW_CHARS, UNREADABLE_RECORD, NativeItem
 from store.safetext import one_line
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
@@ -68,6 +70,46 @@ def lines_of(source: Iterable[bytes | str] | bytes) -> list[Line]:
     return split_lines(b"\n".join(chunks) + b"\n") if chunks else []
 
 
+MAX_RECORD_BYTES = 8 * 1024 * 1024  # a longer line is not read as a record (the checkpoint limit)
+UNREADABLE_PREVIEW_CHARS = 4096  # of an unreadable line's text, kept in its stand-in record
+UNREADABLE_RAW_BYTES = 4 * 1024 * 1024  # an unreadable line up to this size is kept whole (base64) as well
+
+
+def unreadable_record(line: int, reason: str, raw: bytes, size: int | None = None, sha256: str = "") -> bytes:
+    """The compact JSON record a checkpoint stores in place of an unreadable line (:data:`UNREADABLE_RECORD`).
+
+    ``raw`` is the line (for an oversized line: only its first bytes, with ``size`` and ``sha256`` of the
+    whole line). The record is a function of the line alone, so capture and verify build the same one."""
+    whole = size is None or size == len(raw)
+    record: dict[str, object] = {
+        "type": UNREADABLE_RECORD,
+        "line": line,
+        "reason": reason,
+        "bytes": len(raw) if size is None else size,
+        "sha256": sha256 or hashlib.sha256(raw).hexdigest(),
+        "text": raw[: UNREADABLE_PREVIEW_CHARS * 4].decode("utf-8", "replace")[:UNREADABLE_PREVIEW_CHARS],
+    }
+    if whole and len(raw) <= UNREADABLE_RAW_BYTES:
+        record["raw_b64"] = base64.b64encode(raw).decode("ascii")
+    return json.dumps(record, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
+def is_unreadable_record(obj: object) -> bool:
+    """True for the stand-in record of an unreadable line (see :func:`unreadable_record`)."""
+    return isinstance(obj, dict) and obj.get("type") == UNREADABLE_RECORD and isinstance(obj.get("reason"), str)
+
+
+def unreadable_raw(obj: dict[str, Any]) -> bytes | None:
+    """The original bytes kept in a stand-in record, or None when only a preview was kept."""
+    raw = obj.get("raw_b64")
+    if not isinstance(raw, str):
+        return None
+    try:
+        return base64.b64decode(raw, validate=True)
+    except ValueError:
+        return None
+
+
 @dataclass
 class ParsedLine:
     line: Line
@@ -80,6 +122,9 @@ def parse_line(line: Line) -> ParsedLine:
     """One line decoded: its JSON value, or the reason it cannot be read as a record (not UTF-8, not JSON, or
     JSON that is not an object); never an exception."""
     raw = line.raw.strip(b" \t\r\n")
+    if len(raw) > MAX_RECORD_BYTES:
+        head = raw[:UNREADABLE_PREVIEW_CHARS].decode("utf-8", "replace")
+        return ParsedLine(line, None, head, f"the line is longer than {MAX_RECORD_BYTES} bytes ({len(raw)} bytes)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -89,6 +134,8 @@ def parse_line(line: Line) -> ParsedLine:
     except (ValueError, RecursionError) as exc:
         error = _json_error(text, exc, line.complete)
         return ParsedLine(line, None, text, error)
+    if is_unreadable_record(obj):  # read back from a checkpoint: the line it stands for was unreadable
+        return ParsedLine(line, None, text_of(obj.get("text")), text_of(obj.get("reason")) or "not valid JSON")
     if not isinstance(obj, dict):
         return ParsedLine(line, obj, text, f"the line is JSON but not a record: {_json_kind(obj)} where an object belongs")
     return ParsedLine(line, obj, text, "")

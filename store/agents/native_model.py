@@ -40,6 +40,11 @@ K_OTHER = "other"
 K_UNREADABLE = "unreadable"
 
 TASK_TOOL_NAMES = frozenset({"Task", "Agent"})
+
+# The record a checkpoint stores in place of a line it cannot hold (not JSON, not UTF-8, longer than a record
+# may be): valid JSON naming the line, why it is unreadable, its size and SHA-256, a preview of its text and,
+# when small enough, its bytes (``raw_b64``). Read back, it is an ``unreadable`` item like the line itself.
+UNREADABLE_RECORD = "sessionscope-unreadable-line"
 PREVIEW_CHARS = 120
 
 # ---------------------------------------------------------------------------------------------- dataclasses

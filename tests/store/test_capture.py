@@ -252,15 +252,19 @@ def test_cut_off_last_line_waits_for_its_newline(claude_tree: Path, sd: SessionD
     assert second is not None and (second.status, second.records_written) == ("appended", 1)
 
 
-def test_glued_lines_make_the_session_unreadable(claude_tree: Path, sd: SessionDir) -> None:
+def test_glued_lines_are_kept_as_one_unreadable_record(claude_tree: Path, sd: SessionDir) -> None:
     path = claude_tree / REWIND
     lines = path.read_bytes().split(b"\n")
     path.write_bytes(b"\n".join(lines[:19] + [lines[19] + lines[20]] + lines[21:]))
     summary = cap.capture_claude_code(sd, claude_tree)
     rewind = summary.session(REWIND_ID)
-    assert rewind is not None and rewind.status == "unreadable" and rewind.records_written == 0
-    assert "line 20 is not valid JSON" in rewind.detail
-    assert agentstate.head(sd, "claude-code", REWIND_ID) is None
+    assert rewind is not None and (rewind.status, rewind.records, rewind.records_written) == ("new", 60, 60)
+    assert "line 20 of" in rewind.detail and "glued" in rewind.detail and "unreadable record" in rewind.detail
+    assert cap.verify(sd, "claude-code", REWIND_ID).status == "verified"
+    session = cap.read_checkpoint_session(sd, "claude-code", REWIND_ID)
+    assert session is not None and session.main is not None and session.main.records == 60
+    bad = session.main.unreadable
+    assert [(i.line, "glued" in i.error) for i in bad] == [(20, True)]
     assert summary.session(SAMPLE_ID).status == "new"  # type: ignore[union-attr]
 
 
