@@ -126,7 +126,9 @@ def link_claude_code_session(
     """Link sub-agent transcripts (each with its layout) to the ``Task`` calls of ``main``.
 
     A Task result names its sub-agent in ``toolUseResult.agentId``; where it does not (older versions), the
-    sub-agent whose first prompt equals the Task's ``prompt`` argument is taken.
+    sub-agent whose first prompt equals the Task's ``prompt`` argument is taken. The inline sidechains of
+    ``main`` (Claude Code 1.0.x) are linked the same way (layout ``inline``), or to the Task call they were
+    written under (after the call, before its result).
     """
     all_uuids = frozenset().union(*(t.uuids for t, _ in subagents)) | (main.uuids if main else frozenset())
     if main is not None and main.summaries:
@@ -134,7 +136,8 @@ def link_claude_code_session(
     tasks = [p for p in (main.tool_pairs if main else ()) if p.name in TASK_TOOL_NAMES]
     links: list[SubAgentLink] = []
     used: set[str] = set()
-    for t, layout in subagents:
+    inline = [(t, "inline") for t in (main.inline_subagents if main else ())]
+    for t, layout in [*inline, *subagents]:
         t = _redo_dangling(t, all_uuids) if t.summaries else t
         agent_id = t.agent_id or _agent_id_from_name(t.path)
         prompt = _first_user_text(t)
@@ -142,6 +145,10 @@ def link_claude_code_session(
         if task is None:
             task = next((p for p in tasks if p.call_id not in used and not p.subagent_id and prompt
                          and _task_prompt(p) == prompt), None)
+        if task is None and layout == "inline" and t.items:
+            start = t.items[0].line  # written between its Task call and that call's result
+            task = next((p for p in tasks if p.call_id not in used and not p.subagent_id
+                         and p.call_line < start and (p.result_line == 0 or p.result_line > start)), None)
         if task is not None:
             used.add(task.call_id)
         links.append(SubAgentLink(agent_id, t, layout, task.call_id if task else "", task.call_line if task else 0,

@@ -196,7 +196,13 @@ def _is_prompt(item: NativeItem) -> bool:
 def parse_claude_code(
     source: Iterable[bytes | str] | bytes, path: str = "", *, known_uuids: frozenset[str] = frozenset()
 ) -> NativeTranscript:
-    """Read the lines of one Claude Code JSONL file (a session or a sub-agent file)."""
+    """Read the lines of one Claude Code JSONL file (a session or a sub-agent file).
+
+    Claude Code 1.0.x wrote a sub-agent's (Task's) records inline in the session file, each with
+    ``isSidechain: true`` and the sub-agent's first prompt as a root (``parentUuid: null``). In a file that also
+    holds the main conversation, each such chain becomes its own transcript in ``inline_subagents`` (its items
+    keep their line numbers) and is left out of ``items``, so it is never read as the user's conversation; a file
+    of sidechain records only (a sub-agent file) is read as it is."""
     items: list[NativeItem] = []
     session_id = cwd = version = ""
     for p in (parse_line(line) for line in lines_of(source)):
@@ -205,6 +211,54 @@ def parse_claude_code(
             session_id = session_id or text_of(p.obj.get("sessionId"))
             cwd = cwd or text_of(p.obj.get("cwd"))
             version = version or text_of(p.obj.get("version"))
+    main, groups = _split_sidechains(items)
+    if not groups:
+        return _assemble(items, path, session_id, cwd, version, known_uuids)
+    subs = tuple(
+        replace(_assemble([replace(it, index=k) for k, it in enumerate(g)], path, session_id, cwd, version,
+                          known_uuids), agent_id=inline_agent_id(g[0]))
+        for g in groups
+    )
+    t = _assemble([replace(it, index=k) for k, it in enumerate(main)], path, session_id, cwd, version, known_uuids)
+    return replace(t, inline_subagents=subs, uuids=t.uuids.union(*(x.uuids for x in subs)))
+
+
+def inline_agent_id(root: NativeItem) -> str:
+    """The id an inline sidechain is known by: its own ``agentId`` when it has one, else ``inline-`` and the
+    first 8 characters of its root record's uuid (or its line)."""
+    if root.agent_id:
+        return root.agent_id
+    return f"inline-{root.uuid[:8]}" if root.uuid else f"inline-line{root.line}"
+
+
+def _split_sidechains(items: list[NativeItem]) -> tuple[list[NativeItem], list[list[NativeItem]]]:
+    """The main conversation and the inline sidechain chains of a file (none when every record with a uuid is a
+    sidechain: a sub-agent file)."""
+    with_uuid = [i for i in items if i.uuid and i.kind != K_UNREADABLE]
+    if not any("sidechain" in i.flags for i in with_uuid) or all("sidechain" in i.flags for i in with_uuid):
+        return items, []
+    group_of: dict[str, int] = {}
+    groups: list[list[NativeItem]] = []
+    main: list[NativeItem] = []
+    for item in items:
+        if "sidechain" not in item.flags or item.kind == K_UNREADABLE:
+            main.append(item)
+            continue
+        g = group_of.get(item.parent_uuid) if item.parent_uuid else None
+        if g is None and item.agent_id:
+            g = next((n for n, grp in enumerate(groups) if grp[0].agent_id == item.agent_id), None)
+        if g is None:
+            g = len(groups)
+            groups.append([])
+        groups[g].append(item)
+        if item.uuid:
+            group_of.setdefault(item.uuid, g)
+    return main, groups
+
+
+def _assemble(items: list[NativeItem], path: str, session_id: str, cwd: str, version: str,
+              known_uuids: frozenset[str]) -> NativeTranscript:
+    """A transcript of read items: the uuid graph, forks, tool pairs, summaries and compactions."""
 
     # Graph: the first occurrence of a uuid is the node; a later copy of the same uuid is a replay.
     node: dict[str, int] = {}

@@ -168,6 +168,13 @@ class NativeTranscript:
     turns: tuple[Turn, ...] = ()
     agent_id: str = ""  # the sub-agent id when every record is a sidechain of one agent
     uuids: frozenset[str] = field(default=frozenset(), repr=False)
+    # Claude Code 1.0.x: sub-agent chains written inline in this file (``isSidechain``), not in ``items``.
+    inline_subagents: tuple[NativeTranscript, ...] = ()
+
+    @property
+    def file_records(self) -> int:
+        """Records of the file: these items and those of the inline sub-agents."""
+        return len(self.items) + sum(t.file_records for t in self.inline_subagents)
 
     @property
     def records(self) -> int:
@@ -208,6 +215,7 @@ class SubAgentLink:
     agent_id: str
     transcript: NativeTranscript
     layout: str  # "subagents" (<session>/subagents/agent-<id>.jsonl) | "project_root" (agent-<id>.jsonl)
+    #              | "inline" (Claude Code 1.0.x: sidechain records in the session file itself)
     task_call_id: str  # "" when no Task call of the parent names it
     task_line: int
     prompt: str

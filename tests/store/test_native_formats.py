@@ -1,0 +1,84 @@
+"""Format excerpts of each agent version (tests/fixtures_native/): every record read for what it is."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from store.agents import capture as cap
+from store.agents.native import (
+    K_ASSISTANT,
+    K_TOOL_RESULT,
+    K_USER,
+    link_claude_code_session,
+    parse_claude_code,
+    read_claude_code_file,
+)
+from store.agents.native_catalog import first_prompt
+from store.mothx.sessiondir import SessionDir, open_session_dir
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures_native"
+INLINE = FIXTURES / "claude-code-1.0.98-inline-sidechain.jsonl"
+INLINE_ID = "7c2d9a41-3f0e-4b8a-9d61-2e5f0a7b8c13"
+
+
+@pytest.fixture
+def sd(tmp_path: Path) -> Iterator[SessionDir]:
+    d = open_session_dir(tmp_path / "sessions", create=True)
+    yield d
+    d.close()
+
+
+# ------------------------------------------------------------------------------- Claude Code 1.0.x sidechains
+
+
+def test_inline_sidechain_is_not_the_main_conversation() -> None:
+    t = read_claude_code_file(INLINE)
+    assert [(i.line, i.kind) for i in t.items] == [(1, K_USER), (2, K_ASSISTANT), (7, K_TOOL_RESULT),
+                                                   (8, K_ASSISTANT)]
+    assert t.file_records == 8 and len(t.inline_subagents) == 1
+    sub = t.inline_subagents[0]
+    assert [i.line for i in sub.items] == [3, 4, 5, 6]
+    assert all("sidechain" in i.flags for i in sub.items)
+    assert sub.agent_id == "inline-a1b2c3d4" and sub.items[0].text.startswith("Find every call")
+    assert [p.name for p in sub.tool_pairs] == ["Grep"] and not sub.interrupted
+    assert [p.name for p in t.tool_pairs] == ["Task"]
+
+
+def test_inline_sidechain_is_grouped_under_its_task_call() -> None:
+    session = link_claude_code_session(read_claude_code_file(INLINE), [])
+    assert len(session.subagents) == 1
+    link = session.subagents[0]
+    assert (link.layout, link.task_call_id, link.task_line) == ("inline", "toolu_01TaskAAAA", 2)
+    assert session.subagent_for_call("toolu_01TaskAAAA") is link
+    assert sum(t.records for t in session.transcripts) == 8
+
+
+def test_inline_sidechain_is_never_the_first_prompt() -> None:
+    lines = INLINE.read_text().splitlines()
+    title, _ = first_prompt("claude-code", lines)
+    assert title == "Where is parse_config used?"
+    # Even when the sidechain comes first among the lines read for the title.
+    title, _ = first_prompt("claude-code", lines[2:])
+    assert title != lines[2] and "Find every call" not in title
+
+
+def test_inline_sidechain_linked_by_position_when_prompts_differ() -> None:
+    data = INLINE.read_bytes().replace(b'"content":"Find every call', b'"content":"Look up every call')
+    session = link_claude_code_session(parse_claude_code(data, "x.jsonl"), [])
+    assert session.subagents[0].task_call_id == "toolu_01TaskAAAA"
+
+
+def test_inline_sidechain_through_a_checkpoint(tmp_path: Path, sd: SessionDir) -> None:
+    root = tmp_path / "projects"
+    (root / "-home-u-proj").mkdir(parents=True)
+    shutil.copy(INLINE, root / "-home-u-proj" / f"{INLINE_ID}.jsonl")
+    result = cap.capture_claude_code(sd, root).session(INLINE_ID)
+    assert result is not None and (result.status, result.records) == ("new", 8)
+    session = cap.read_checkpoint_session(sd, "claude-code", INLINE_ID)
+    assert session is not None and session.main is not None
+    assert [i.line for i in session.main.items] == [1, 2, 7, 8]
+    assert [(s.layout, s.task_call_id) for s in session.subagents] == [("inline", "toolu_01TaskAAAA")]
