@@ -17,6 +17,7 @@ from store.agents.native_lines import (
     SALVAGE_UUID,
     ParsedLine,
     dict_of,
+    exit_code_in,
     int_of,
     json_text,
     lines_of,
@@ -82,12 +83,15 @@ def _claude_blocks(content: object) -> tuple[NativeBlock, ...]:
             name = text_of(block.get("name"))
             out.append(NativeBlock("tool_use", tool_text(name, args), text_of(block.get("id")), name, args))
         elif kind == "tool_result":
+            text = strip_ansi(result_text(block.get("content")))
+            is_error = block.get("is_error") is True
             out.append(
                 NativeBlock(
                     "tool_result",
-                    strip_ansi(result_text(block.get("content"))),
+                    text,
                     text_of(block.get("tool_use_id")),
-                    is_error=block.get("is_error") is True,
+                    is_error=is_error,
+                    exit_code=exit_code_in(text) if is_error else None,
                 )
             )
         elif kind == "image":
@@ -97,6 +101,16 @@ def _claude_blocks(content: object) -> tuple[NativeBlock, ...]:
         else:
             out.append(NativeBlock("other", f"[{kind or 'block'}]"))
     return tuple(out)
+
+
+def _result_exit_code(tur: object) -> int | None:
+    """The exit code a ``toolUseResult`` names (``exitCode`` / ``exit_code`` / ``returnCode``), if any."""
+    d = dict_of(tur)
+    for key in ("exitCode", "exit_code", "returnCode"):
+        code = int_of(d.get(key))
+        if code is not None:
+            return code
+    return None
 
 
 def _claude_item(index: int, p: ParsedLine) -> NativeItem:
@@ -137,6 +151,9 @@ def _claude_item(index: int, p: ParsedLine) -> NativeItem:
             tur = obj.get("toolUseResult")
             if isinstance(tur, dict) and text_of(tur.get("agentId")):
                 common["agent_id"] = text_of(tur.get("agentId"))
+            code = _result_exit_code(tur)
+            if code is not None and len(blocks) == 1:
+                blocks = (replace(blocks[0], exit_code=code, is_error=blocks[0].is_error or code != 0),)
         else:
             kind = K_USER
             if text.lstrip().startswith(COMMAND_PREFIXES):
@@ -369,7 +386,7 @@ def _assemble(items: list[NativeItem], path: str, session_id: str, cwd: str, ver
             r_index, r_block = got
             sub = items[r_index].agent_id if b.tool_name in TASK_TOOL_NAMES else ""
             pairs.append(ToolPair(b.tool_id, b.tool_name, b.arguments, item.line, items[r_index].line, r_block.text,
-                                  r_block.is_error, False, sub))
+                                  r_block.is_error, False, sub, r_block.exit_code))
 
     uuids = frozenset(node) | known_uuids
     summaries = tuple(

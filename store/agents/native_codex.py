@@ -14,6 +14,7 @@ from typing import Any
 
 from store.agents.native_lines import (
     ParsedLine,
+    codex_output,
     dict_of,
     int_of,
     json_text,
@@ -116,12 +117,16 @@ def _codex_response(index: int, line: int, payload: dict[str, Any], common: dict
     if ptype in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
         out = payload.get("output")
         is_error = False
+        exit_code: int | None = None
         if isinstance(out, dict):
             is_error = out.get("success") is False
             out = out.get("content", out)
+        if isinstance(out, str):
+            out, exit_code = codex_output(out)
+            is_error = is_error or (exit_code is not None and exit_code != 0)
         text = strip_ansi(result_text(out))
         call_id = text_of(payload.get("call_id"))
-        block = NativeBlock("tool_result", text, call_id, is_error=is_error)
+        block = NativeBlock("tool_result", text, call_id, is_error=is_error, exit_code=exit_code)
         return NativeItem(index, line, K_TOOL_RESULT, role="tool", text=text, blocks=(block,),
                           tool_ids=(call_id,) if call_id else (), subtype=ptype, **common)
     return NativeItem(index, line, K_OTHER, text=ptype or "response item", subtype=ptype, **common)
@@ -263,7 +268,7 @@ def parse_codex(source: Iterable[bytes | str] | bytes, path: str = "") -> Native
         else:
             rb = items[j].blocks[0]
             pairs.append(ToolPair(b.tool_id, b.tool_name, b.arguments, item.line, items[j].line, rb.text,
-                                  rb.is_error, False))
+                                  rb.is_error, False, exit_code=rb.exit_code))
     compactions = tuple(
         Compaction(item.line, K_COMPACTED, "", None, item.text, len(replacement_history.get(item.index, ())),
                    replacement_history.get(item.index, ()))

@@ -234,6 +234,34 @@ def result_text(content: object) -> str:
     return json_text(content)
 
 
+_EXIT_LINE = re.compile(r"\A(?:Error: )?Exit code:? (-?\d{1,9})\b|^Process exited with code (-?\d{1,9})\b", re.M)
+
+
+def exit_code_in(text: str) -> int | None:
+    """The exit code a tool result's text states: ``Exit code: 1`` / ``Exit code 1`` / ``Error: Exit code 1``
+    on its first line (Codex shell output, Claude Code Bash errors) or a ``Process exited with code 1`` line
+    (Codex exec_command); None when it states none."""
+    m = _EXIT_LINE.search(text[:4096])
+    if m is None:
+        return None
+    return int(m.group(1) or m.group(2))
+
+
+def codex_output(output: str) -> tuple[str, int | None]:
+    """A Codex tool output as (text, exit code): Codex 0.4x wrote a JSON string ``{"output": "…", "metadata":
+    {"exit_code": 1, "duration_seconds": 0.1}}``; later versions write text that may state the exit code."""
+    stripped = output.lstrip()
+    if stripped.startswith("{") and '"output"' in stripped:
+        try:
+            obj = json.loads(output)
+        except (ValueError, RecursionError):
+            obj = None
+        if isinstance(obj, dict) and isinstance(obj.get("output"), str):
+            meta = dict_of(obj.get("metadata"))
+            return obj["output"], int_of(meta.get("exit_code"))
+    return output, exit_code_in(output)
+
+
 def tool_text(name: str, arguments: str) -> str:
     """``name(arguments…)``: a tool call on one line."""
     return f"{name}({preview(arguments, 200)})" if arguments else f"{name}()"

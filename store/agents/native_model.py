@@ -61,6 +61,7 @@ class NativeBlock:
     tool_name: str = ""
     arguments: str = ""  # JSON text of the call's input / arguments
     is_error: bool = False
+    exit_code: int | None = None  # a tool result: the command's exit code, where the record gives one
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class ToolPair:
     is_error: bool
     interrupted: bool
     subagent_id: str = ""
+    exit_code: int | None = None
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,8 +17,10 @@ from store.agents.native import (
     link_claude_code_session,
     parse_claude_code,
     read_claude_code_file,
+    read_codex_file,
 )
 from store.agents.native_catalog import first_prompt
+from store.agents.native_lines import codex_output
 from store.mothx.sessiondir import SessionDir, open_session_dir
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures_native"
@@ -82,3 +85,43 @@ def test_inline_sidechain_through_a_checkpoint(tmp_path: Path, sd: SessionDir) -
     assert session is not None and session.main is not None
     assert [i.line for i in session.main.items] == [1, 2, 7, 8]
     assert [(s.layout, s.task_call_id) for s in session.subagents] == [("inline", "toolu_01TaskAAAA")]
+
+
+# --------------------------------------------------------------------------------------- Codex 0.40 outputs
+
+CODEX_040 = FIXTURES / "codex-0.40.0-json-outputs.jsonl"
+
+
+def test_codex_json_string_outputs_give_exit_codes() -> None:
+    t = read_codex_file(CODEX_040)
+    by_id = {p.call_id: p for p in t.tool_pairs}
+    sed, ls, patch = by_id["call_sed01"], by_id["call_ls02"], by_id["call_patch03"]
+    assert (sed.exit_code, sed.is_error) == (2, True)
+    assert sed.result_text == "sed: can't read build.log: No such file or directory\n"
+    assert (ls.exit_code, ls.is_error, ls.result_text) == (0, False, "Makefile\nsrc\n")
+    assert (patch.name, patch.exit_code, patch.is_error) == ("apply_patch", 0, False)
+    assert not t.interrupted
+
+
+@pytest.mark.parametrize(("text", "code"), [
+    ("Exit code: 1\nWall time: 0.2 seconds\nOutput:\nboom", 1),
+    ("Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code 127\nOutput:\n", 127),
+    ("Error: Exit code 2\nls: cannot access 'x'", 2),
+    ("Exit code 1", 1),
+    ("all fine\nExit code: 3 was not the first line", None),
+    ('{"output": 5}', None),
+])
+def test_exit_codes_stated_in_text(text: str, code: int | None) -> None:
+    assert codex_output(text)[1] == code
+
+
+def test_claude_code_error_result_shows_its_exit_code() -> None:
+    call = {"parentUuid": None, "isSidechain": False, "sessionId": "s", "version": "2.1.17", "type": "assistant",
+            "uuid": "u1", "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "false"}}]}}
+    result = {"parentUuid": "u1", "isSidechain": False, "sessionId": "s", "version": "2.1.17", "type": "user",
+              "uuid": "u2", "timestamp": "2026-01-01T00:00:01Z", "message": {"role": "user", "content": [
+                  {"type": "tool_result", "content": "Exit code 1", "is_error": True, "tool_use_id": "toolu_1"}]},
+              "toolUseResult": "Error: Exit code 1"}
+    t = parse_claude_code([json.dumps(call), json.dumps(result)])
+    assert [(p.is_error, p.exit_code) for p in t.tool_pairs] == [(True, 1)]

@@ -139,6 +139,9 @@ def _header(view: RecordView, width: int, pal: Palette) -> Text:
         left.append("  ✗ API error", pal.error)
     if "replay" in item.flags:
         left.append("  (replayed copy)", pal.muted)
+    codes = [b.exit_code for b in item.blocks if b.exit_code is not None]
+    if kind == K_TOOL_RESULT and codes:
+        left.append(f"  exit {codes[0]}", pal.error if codes[0] else pal.muted)
     if kind == K_TOOL_RESULT and any(b.is_error for b in item.blocks):
         left.append("  ✗ error", pal.error)
     if item.subtype and kind in (K_ASSISTANT,) and item.subtype in ("commentary", "final_answer"):
@@ -182,6 +185,9 @@ def _call_lines(call: CallResult, width: int, pal: Palette, console: Console) ->
         res = Text(style=base, end="")
         res.append("    ◂ result", pal.tool)
         res.append(f"  line {call.result_line:,}", pal.muted)
+        code = getattr(call, "exit_code", None)  # CallResult carries it once native_sources passes it on
+        if isinstance(code, int):
+            res.append(f"  exit {code}", pal.error if code else pal.muted)
         if call.is_error:
             res.append("  ✗ error", pal.error)
         out.append(res)
@@ -269,6 +275,8 @@ def record_lines(view: RecordView, width: int, pal: Palette, console: Console) -
                     head.append(f"  {clean_line(block.tool_id)}", pal.muted)
                 if item.kind == K_TOOL_RESULT:
                     head.append("  (its call is not shown here)", pal.muted)
+                if block.exit_code is not None:
+                    head.append(f"  exit {block.exit_code}", pal.error if block.exit_code else pal.muted)
                 if block.is_error:
                     head.append("  ✗ error", pal.error)
                 out.append(head)
