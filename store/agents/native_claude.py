@@ -16,6 +16,7 @@ from store.agents.native_lines import (
     COMMAND_PREFIXES,
     SALVAGE_UUID,
     ParsedLine,
+    context_label,
     dict_of,
     exit_code_in,
     int_of,
@@ -35,6 +36,7 @@ from store.agents.native_model import (
     K_ASSISTANT,
     K_COMPACT_BOUNDARY,
     K_COMPACT_SUMMARY,
+    K_CONTEXT,
     K_FILE_SNAPSHOT,
     K_HOOK,
     K_OTHER,
@@ -59,21 +61,27 @@ from store.agents.native_model import (
 # ----------------------------------------------------------------------------------------------- Claude Code
 
 
+def _text_block(text: str) -> NativeBlock:
+    """A text block, or a ``context`` block (labelled in ``tool_name``) when the agent injected the text."""
+    label = context_label(text)
+    return NativeBlock("context", text, tool_name=label) if label else NativeBlock("text", text)
+
+
 def _claude_blocks(content: object) -> tuple[NativeBlock, ...]:
     if isinstance(content, str):
-        return (NativeBlock("text", strip_ansi(content)),)
+        return (_text_block(strip_ansi(content)),)
     if not isinstance(content, list):
         return ()
     out: list[NativeBlock] = []
     for block in content:
         if isinstance(block, str):
-            out.append(NativeBlock("text", block))
+            out.append(_text_block(block))
             continue
         if not isinstance(block, dict):
             continue
         kind = text_of(block.get("type"))
         if kind == "text":
-            out.append(NativeBlock("text", strip_ansi(text_of(block.get("text")))))
+            out.append(_text_block(strip_ansi(text_of(block.get("text")))))
         elif kind == "thinking":
             out.append(NativeBlock("thinking", text_of(block.get("thinking"))))
         elif kind == "redacted_thinking":
@@ -135,6 +143,8 @@ def _claude_item(index: int, p: ParsedLine) -> NativeItem:
         message = dict_of(obj.get("message"))
         role = text_of(message.get("role")) or rtype
         blocks = _claude_blocks(message.get("content"))
+        if rtype != "user":  # only user-role text can be injected context
+            blocks = tuple(replace(b, kind="text", tool_name="") if b.kind == "context" else b for b in blocks)
         tool_ids = tuple(b.tool_id for b in blocks if b.kind in ("tool_use", "tool_result") and b.tool_id)
         text = "\n".join(b.text for b in blocks if b.kind in ("text", "tool_result"))
         if rtype == "assistant":
@@ -154,6 +164,13 @@ def _claude_item(index: int, p: ParsedLine) -> NativeItem:
             code = _result_exit_code(tur)
             if code is not None and len(blocks) == 1:
                 blocks = (replace(blocks[0], exit_code=code, is_error=blocks[0].is_error or code != 0),)
+        elif rtype == "user" and not text.strip() and any(b.kind == "context" for b in blocks):
+            kind = K_CONTEXT
+            context = [b for b in blocks if b.kind == "context"]
+            common["subtype"] = context[0].tool_name
+            text = "\n".join(b.text for b in context)
+            if text.lstrip().startswith(COMMAND_PREFIXES):
+                flags.add("command")
         else:
             kind = K_USER
             if text.lstrip().startswith(COMMAND_PREFIXES):

@@ -15,6 +15,7 @@ from typing import Any
 from store.agents.native_lines import (
     ParsedLine,
     codex_output,
+    context_label,
     dict_of,
     int_of,
     json_text,
@@ -23,6 +24,7 @@ from store.agents.native_lines import (
     parse_line,
     preview,
     result_text,
+    split_ide_request,
     strip_ansi,
     text_of,
     tool_text,
@@ -32,6 +34,7 @@ from store.agents.native_model import (
     AGENT_CODEX,
     K_ASSISTANT,
     K_COMPACTED,
+    K_CONTEXT,
     K_DEVELOPER,
     K_EVENT,
     K_OTHER,
@@ -76,6 +79,25 @@ def _codex_content(content: object) -> tuple[NativeBlock, ...]:
     return tuple(out)
 
 
+def _context_blocks(blocks: tuple[NativeBlock, ...]) -> tuple[NativeBlock, ...]:
+    """User text blocks with injected context marked ``context`` (labelled in ``tool_name``); IDE context is
+    split into its context and the request typed under ``## My request for Codex:``."""
+    out: list[NativeBlock] = []
+    for b in blocks:
+        label = context_label(b.text) if b.kind == "text" else ""
+        if not label:
+            out.append(b)
+            continue
+        context, request = split_ide_request(b.text)
+        if context:
+            out.append(NativeBlock("context", context, tool_name=label))
+            if request:
+                out.append(NativeBlock("text", request))
+        else:
+            out.append(NativeBlock("context", b.text, tool_name=label))
+    return tuple(out)
+
+
 def _encrypted_label(value: str) -> str:
     return f"[encrypted reasoning, {len(value)} characters]"
 
@@ -85,10 +107,19 @@ def _codex_response(index: int, line: int, payload: dict[str, Any], common: dict
     if ptype == "message":
         role = text_of(payload.get("role"))
         blocks = _codex_content(payload.get("content"))
-        text = "\n".join(b.text for b in blocks)
         kind = {"user": K_USER, "assistant": K_ASSISTANT, "developer": K_DEVELOPER, "system": K_SYSTEM}.get(role, K_OTHER)
-        return NativeItem(index, line, kind, role=role, text=text, blocks=blocks, subtype=text_of(payload.get("phase")),
-                          **common)
+        subtype = text_of(payload.get("phase"))
+        if role == "user":
+            blocks = _context_blocks(blocks)
+            typed = [b for b in blocks if b.kind != "context"]
+            if blocks and not any(b.kind == "text" and b.text.strip() for b in typed):
+                kind, subtype = K_CONTEXT, next(b.tool_name for b in blocks if b.kind == "context")
+                text = "\n".join(b.text for b in blocks if b.kind == "context")
+            else:
+                text = "\n".join(b.text for b in typed)
+        else:
+            text = "\n".join(b.text for b in blocks)
+        return NativeItem(index, line, kind, role=role, text=text, blocks=blocks, subtype=subtype, **common)
     if ptype == "reasoning":
         parts: list[NativeBlock] = []
         for s in list_of(payload.get("summary")):
@@ -185,6 +216,13 @@ def _codex_item(index: int, p: ParsedLine, turn_id: str) -> NativeItem:
             return NativeItem(index, line, K_TOKEN_COUNT, text=text, tokens=tokens, subtype=etype, **common)
         mirror = etype in ("user_message", "agent_message", "agent_reasoning", "agent_reasoning_raw_content")
         text = text_of(payload.get("message")) or text_of(payload.get("text")) or etype
+        if etype == "user_message":  # the prompt as typed: IDE context left out, injected text marked
+            context, request = split_ide_request(text)
+            if context:
+                text = request
+            elif context_label(text):
+                return NativeItem(index, line, K_EVENT, text=strip_ansi(text), subtype=etype,
+                                  flags=frozenset({"mirror", "context"}), **common)
         return NativeItem(index, line, K_EVENT, text=strip_ansi(text), subtype=etype,
                           flags=frozenset({"mirror"}) if mirror else frozenset(), **common)
     return NativeItem(index, line, K_OTHER, text=rtype, subtype=rtype, **common)

@@ -24,6 +24,7 @@ from store.agents.native import (
     K_COMPACT_BOUNDARY,
     K_COMPACT_SUMMARY,
     K_COMPACTED,
+    K_CONTEXT,
     K_EVENT,
     K_FILE_SNAPSHOT,
     K_HOOK,
@@ -113,6 +114,8 @@ def native_markdown(t: NativeTranscript, selection: Mapping[str, int] | None = N
             out += [f"## Summary · line {item.line}", "", f"{item.text}", "", f"*leaf `{one_line(item.leaf_uuid)}`{dangling}*", ""]
             continue
         role = "compact summary" if item.kind == K_COMPACT_SUMMARY else one_line(item.role or item.kind)
+        if item.kind == K_CONTEXT:
+            role = f"context ({one_line(item.subtype) or 'injected'})"
         out += [f"## {role} · line {item.line}{stamp}", ""]
         if item.parent_state == "unreadable":
             out += [f"*Its parent is the unreadable line {item.parent_line}.*", ""]
@@ -140,6 +143,9 @@ def native_markdown(t: NativeTranscript, selection: Mapping[str, int] | None = N
                 if b.tool_id not in calls:
                     out += [f"Result of `{one_line(b.tool_id) or '?'}`" + (" — error:" if b.is_error else ":"), "",
                             _fence(b.text), ""]
+            elif b.kind == "context":
+                n = len(b.text.splitlines()) or 1
+                out += [f"*Context: {one_line(b.tool_name)} ({n} line{'' if n == 1 else 's'}, injected, not typed)*", ""]
             elif b.kind not in ("text", "thinking", "reasoning_summary"):
                 out += [f"*{b.text}*", ""]
         if not item.blocks and item.text:

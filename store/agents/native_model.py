@@ -15,6 +15,7 @@ AGENT_CODEX = "codex"
 
 # Item kinds.
 K_USER = "user"
+K_CONTEXT = "context"  # a user-role message the agent injected (environment, AGENTS.md, IDE, reminders, commands)
 K_ASSISTANT = "assistant"
 K_DEVELOPER = "developer"
 K_TOOL_RESULT = "tool_result"
@@ -55,7 +56,7 @@ class NativeBlock:
     """One content block, normalised for display."""
 
     kind: str  # text | thinking | redacted_thinking | tool_use | tool_result | image | reasoning_summary
-    #            | encrypted_reasoning | document | other
+    #            | encrypted_reasoning | document | context (injected text; tool_name holds its label) | other
     text: str
     tool_id: str = ""
     tool_name: str = ""

@@ -12,6 +12,7 @@ import pytest
 from store.agents import capture as cap
 from store.agents.native import (
     K_ASSISTANT,
+    K_CONTEXT,
     K_TOOL_RESULT,
     K_USER,
     link_claude_code_session,
@@ -20,6 +21,7 @@ from store.agents.native import (
     read_codex_file,
 )
 from store.agents.native_catalog import first_prompt
+from store.agents.native_export import native_markdown
 from store.agents.native_lines import codex_output
 from store.mothx.sessiondir import SessionDir, open_session_dir
 
@@ -125,3 +127,31 @@ def test_claude_code_error_result_shows_its_exit_code() -> None:
               "toolUseResult": "Error: Exit code 1"}
     t = parse_claude_code([json.dumps(call), json.dumps(result)])
     assert [(p.is_error, p.exit_code) for p in t.tool_pairs] == [(True, 1)]
+
+
+# ------------------------------------------------------------------------------------ context vs prompt
+
+CONTEXT_CC = FIXTURES / "claude-code-2.0.44-context.jsonl"
+
+
+def test_claude_code_injected_context_is_not_a_prompt() -> None:
+    t = read_claude_code_file(CONTEXT_CC)
+    kinds = [(i.kind, i.subtype) for i in t.items]
+    assert kinds == [(K_CONTEXT, "local command caveat"), (K_CONTEXT, "command"), (K_CONTEXT, "command output"),
+                     (K_USER, ""), (K_CONTEXT, "system reminder"), (K_ASSISTANT, "")]
+    prompt = t.items[3]
+    assert prompt.text == "fix the failing test in test_app.py"
+    assert [(b.kind, b.tool_name) for b in prompt.blocks] == [("context", "IDE context"), ("text", "")]
+    assert first_prompt("claude-code", CONTEXT_CC.read_text().splitlines())[0] == "fix the failing test in test_app.py"
+    assert "Context: IDE context" in native_markdown(t)
+
+
+def test_codex_injected_context_is_not_a_prompt() -> None:
+    t = read_codex_file(CODEX_040)
+    by_line = {i.line: i for i in t.items}
+    assert (by_line[2].kind, by_line[2].subtype) == (K_CONTEXT, "user instructions (AGENTS.md)")
+    assert (by_line[3].kind, by_line[3].subtype) == (K_CONTEXT, "environment context")
+    assert (by_line[5].kind, by_line[5].text) == (K_USER, "Why does the build fail?")
+    assert [b.kind for b in by_line[5].blocks] == ["context", "text"]
+    assert by_line[6].text == "Why does the build fail?"  # the user_message event: the request only
+    assert first_prompt("codex", CODEX_040.read_text().splitlines())[0] == "Why does the build fail?"

@@ -14,6 +14,7 @@ from store.agents.native import (
     K_COMPACT_BOUNDARY,
     K_COMPACT_SUMMARY,
     K_COMPACTED,
+    K_CONTEXT,
     K_DEVELOPER,
     K_REASONING,
     K_SESSION_META,
@@ -25,6 +26,7 @@ from store.agents.native import (
     K_TURN_END,
     K_UNREADABLE,
     K_USER,
+    NativeBlock,
     NativeItem,
 )
 from tui.widgets.block_base import _JSON_HIGHLIGHTER as JSON_HIGHLIGHTER
@@ -122,6 +124,9 @@ def _header(view: RecordView, width: int, pal: Palette) -> Text:
             left.append(f" {clean_line(item.subtype)}", pal.muted)
     elif kind == K_SESSION_META:
         left.append("◇ session", pal.muted)
+    elif kind == K_CONTEXT:
+        left.append("▸ context", pal.system)
+        left.append(f"  {clean_line(item.subtype) or 'injected'} · not typed", pal.muted)
     elif kind == K_COMPACT_SUMMARY:
         left.append("◆ compact summary", pal.marker)
         left.append("  user · system-injected", pal.system)
@@ -236,6 +241,11 @@ def record_lines(view: RecordView, width: int, pal: Palette, console: Console) -
             out.append(_text("  │ " + note, pal.muted, base))
         out.append(Text(style=base, end=""))
         return out
+    if item.kind == K_CONTEXT:
+        for block in item.blocks or (NativeBlock("context", item.text, tool_name=item.subtype),):
+            out.extend(_context_lines(block, width, pal, console))
+        out.append(Text(style=base, end=""))
+        return out
     calls = iter(view.calls)
     encrypted = iter(view.encrypted_bytes)
     wrote = False
@@ -260,6 +270,9 @@ def record_lines(view: RecordView, width: int, pal: Palette, console: Console) -
             size = next(encrypted, None)
             what = f"encrypted reasoning ({size:,} bytes)" if size is not None else "encrypted reasoning"
             out.append(_text(f"  ┊ {what}", pal.thinking, base))
+            wrote = True
+        elif block.kind == "context":
+            out.extend(_context_lines(block, width, pal, console))
             wrote = True
         elif block.kind == "tool_use":
             call = next(calls, None)
@@ -296,6 +309,24 @@ def record_lines(view: RecordView, width: int, pal: Palette, console: Console) -
     if not wrote:
         out.append(_text("  (empty)", pal.muted, base))
     out.append(Text(style=base, end=""))
+    return out
+
+
+def _context_lines(block: NativeBlock, width: int, pal: Palette, console: Console) -> list[Text]:
+    """Injected context, collapsed: its label, size and first line (the raw view shows it whole)."""
+    base = pal.base
+    lines = block.text.strip().splitlines() or [""]
+    head = Text(style=base, end="")
+    head.append("  ▸ ", pal.system)
+    head.append(clean_line(block.tool_name) or "context", pal.system)
+    head.append(f"  {len(lines):,} line{'' if len(lines) == 1 else 's'} · injected, collapsed", pal.muted)
+    out = wrap(head, width, console)
+    first = next((ln for ln in lines if ln.strip()), "")
+    if first:
+        shown, _ = clip(clean_line(first), max_lines=1, max_chars=200)
+        line = _text("    " + shown, pal.muted, base)
+        line.truncate(width, overflow="ellipsis")
+        out.append(line)
     return out
 
 
