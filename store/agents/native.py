@@ -43,6 +43,7 @@ from store.agents.native_model import (
     K_EVENT,
     K_FILE_SNAPSHOT,
     K_HOOK,
+    K_LAST_PROMPT,
     K_OTHER,
     K_PROGRESS,
     K_QUEUE,
@@ -55,10 +56,12 @@ from store.agents.native_model import (
     K_TOOL_RESULT,
     K_TURN_ABORTED,
     K_TURN_CONTEXT,
+    K_TURN_DURATION,
     K_TURN_END,
     K_TURN_START,
     K_UNREADABLE,
     K_USER,
+    K_WEB_SEARCH,
     PREVIEW_CHARS,
     TASK_TOOL_NAMES,
     Branch,
@@ -129,7 +132,8 @@ def link_claude_code_session(
     A Task result names its sub-agent in ``toolUseResult.agentId``; where it does not (older versions), the
     sub-agent whose first prompt equals the Task's ``prompt`` argument is taken. The inline sidechains of
     ``main`` (Claude Code 1.0.x) are linked the same way (layout ``inline``), or to the Task call they were
-    written under (after the call, before its result).
+    written under (after the call, before its result). A Task result naming a sub-agent whose file is not
+    present gets a link with layout ``absent`` and an empty transcript, so the call can say so.
     """
     all_uuids = frozenset().union(*(t.uuids for t, _ in subagents)) | (main.uuids if main else frozenset())
     if main is not None and main.summaries:
@@ -155,6 +159,13 @@ def link_claude_code_session(
         links.append(SubAgentLink(agent_id, t, layout, task.call_id if task else "", task.call_line if task else 0,
                                   prompt))
     session_id = main.session_id if main else next((t.session_id for t, _ in subagents if t.session_id), "")
+    known = {link.agent_id for link in links}
+    for p in tasks:
+        if p.subagent_id and p.subagent_id not in known and p.call_id not in used:
+            empty = NativeTranscript(AGENT_CLAUDE_CODE, "", session_id, main.cwd if main else "",
+                                     main.version if main else "", ())
+            links.append(SubAgentLink(p.subagent_id, empty, "absent", p.call_id, p.call_line, _task_prompt(p)))
+            known.add(p.subagent_id)
     return NativeSession(AGENT_CLAUDE_CODE, session_id, main, tuple(links))
 
 
@@ -216,6 +227,7 @@ __all__ = [
     "K_EVENT",
     "K_FILE_SNAPSHOT",
     "K_HOOK",
+    "K_LAST_PROMPT",
     "K_OTHER",
     "K_PROGRESS",
     "K_QUEUE",
@@ -228,10 +240,12 @@ __all__ = [
     "K_TOOL_RESULT",
     "K_TURN_ABORTED",
     "K_TURN_CONTEXT",
+    "K_TURN_DURATION",
     "K_TURN_END",
     "K_TURN_START",
     "K_UNREADABLE",
     "K_USER",
+    "K_WEB_SEARCH",
     "NativeBlock",
     "NativeItem",
     "NativeSession",

@@ -16,6 +16,7 @@ from store.agents.native_lines import (
     COMMAND_PREFIXES,
     SALVAGE_UUID,
     ParsedLine,
+    compact_fields,
     context_label,
     dict_of,
     exit_code_in,
@@ -39,12 +40,14 @@ from store.agents.native_model import (
     K_CONTEXT,
     K_FILE_SNAPSHOT,
     K_HOOK,
+    K_LAST_PROMPT,
     K_OTHER,
     K_PROGRESS,
     K_QUEUE,
     K_SUMMARY,
     K_SYSTEM,
     K_TOOL_RESULT,
+    K_TURN_DURATION,
     K_UNREADABLE,
     K_USER,
     TASK_TOOL_NAMES,
@@ -57,8 +60,13 @@ from store.agents.native_model import (
     SummaryRef,
     ToolPair,
 )
+from store.times import duration
 
 # ----------------------------------------------------------------------------------------------- Claude Code
+
+# Fields every kind of record may carry: left out of the compact view of a record type not known here.
+ENVELOPE = ("parentUuid", "logicalParentUuid", "isSidechain", "userType", "cwd", "sessionId", "version", "gitBranch",
+            "type", "subtype", "uuid", "timestamp", "slug", "agentId", "requestId", "isMeta", "level", "entrypoint")
 
 
 def _text_block(text: str) -> NativeBlock:
@@ -201,6 +209,15 @@ def _claude_item(index: int, p: ParsedLine) -> NativeItem:
                 text += f" ({len(errors)} errors)"
             return NativeItem(index, line, K_HOOK, role="system", text=text, subtype=subtype, flags=frozenset(flags),
                               **common)
+        if subtype == "turn_duration":
+            ms = obj.get("durationMs")
+            seconds = ms / 1000 if isinstance(ms, (int, float)) and not isinstance(ms, bool) else None
+            text = ("Turn took " + (f"{seconds:.1f} s" if seconds < 120 else duration(int(seconds))) + f" ({ms:,} ms)"
+                    if seconds is not None else "Turn duration (not recorded)")
+            return NativeItem(index, line, K_TURN_DURATION, role="system", text=text, subtype=subtype,
+                              flags=frozenset(flags), **common)
+        if not content.strip():
+            content = compact_fields(obj, ENVELOPE + ("content",))
         return NativeItem(index, line, K_SYSTEM, role="system", text=content, subtype=subtype, flags=frozenset(flags),
                           **common)
     if rtype == "summary":
@@ -216,11 +233,40 @@ def _claude_item(index: int, p: ParsedLine) -> NativeItem:
         common["leaf_uuid"] = text_of(obj.get("messageId"))
         return NativeItem(index, line, K_FILE_SNAPSHOT, text="File history snapshot", flags=frozenset(flags), **common)
     if rtype == "queue-operation":
-        text = f"Queue: {text_of(obj.get('operation'))} {preview(text_of(obj.get('content')))}".strip()
-        return NativeItem(index, line, K_QUEUE, text=text, subtype=text_of(obj.get("operation")), flags=frozenset(flags),
-                          **common)
-    return NativeItem(index, line, K_OTHER, text=rtype or preview(p.text), subtype=rtype, flags=frozenset(flags),
+        op = text_of(obj.get("operation"))
+        what = {"enqueue": "prompt queued", "dequeue": "queued prompt sent", "remove": "queued prompt removed",
+                "popAll": "queued prompts taken back"}.get(op, op or "operation")
+        queued = preview(text_of(obj.get("content")))
+        text = f"Queue: {what}" + (f": {queued}" if queued else "")
+        return NativeItem(index, line, K_QUEUE, text=text, subtype=op, flags=frozenset(flags), **common)
+    if rtype == "last-prompt":
+        last = text_of(obj.get("lastPrompt"))
+        return NativeItem(index, line, K_LAST_PROMPT, text=f"Last prompt in the input box: {last}" if last else
+                          "Last prompt: (empty)", subtype=rtype, flags=frozenset(flags), **common)
+    text = f"{rtype or 'record'}: {compact_fields(obj, ENVELOPE)}" if isinstance(obj, dict) else preview(p.text)
+    return NativeItem(index, line, K_OTHER, text=text, subtype=rtype, flags=frozenset(flags | {"unknown_type"}),
                       **common)
+
+
+def _compactions(items: list[NativeItem]) -> tuple[Compaction, ...]:
+    """One compaction per ``compact_boundary``, its ``isCompactSummary`` record (the next one, or the one under
+    it) giving its summary; a summary without a boundary before it is a compaction of its own."""
+    out: list[Compaction] = []
+    open_boundary: tuple[int, str] | None = None  # (index in out, boundary uuid) still waiting for its summary
+    for item in items:
+        if item.kind == K_COMPACT_BOUNDARY:
+            out.append(Compaction(item.line, item.kind, item.subtype, item.tokens, ""))
+            open_boundary = (len(out) - 1, item.uuid)
+        elif item.kind == K_COMPACT_SUMMARY:
+            if open_boundary is not None:
+                n, _ = open_boundary
+                out[n] = replace(out[n], summary=item.text)
+                open_boundary = None
+            else:
+                out.append(Compaction(item.line, item.kind, item.subtype, item.tokens, item.text))
+        elif item.kind in (K_USER, K_ASSISTANT) and open_boundary is not None:
+            open_boundary = None
+    return tuple(out)
 
 
 def _is_prompt(item: NativeItem) -> bool:
@@ -414,11 +460,7 @@ def _assemble(items: list[NativeItem], path: str, session_id: str, cwd: str, ver
     for s in summaries:
         if s.dangling:
             flags[next(i for i, it in enumerate(items) if it.line == s.line)].add("dangling_leaf")
-    compactions = tuple(
-        Compaction(item.line, item.kind, item.subtype, item.tokens, item.text if item.kind == K_COMPACT_SUMMARY else "")
-        for item in items
-        if item.kind in (K_COMPACT_BOUNDARY, K_COMPACT_SUMMARY)
-    )
+    compactions = _compactions(items)
 
     final = tuple(
         replace(

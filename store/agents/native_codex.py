@@ -15,6 +15,7 @@ from typing import Any
 from store.agents.native_lines import (
     ParsedLine,
     codex_output,
+    compact_fields,
     context_label,
     dict_of,
     int_of,
@@ -49,6 +50,7 @@ from store.agents.native_model import (
     K_TURN_END,
     K_TURN_START,
     K_USER,
+    K_WEB_SEARCH,
     Compaction,
     NativeBlock,
     NativeItem,
@@ -160,7 +162,16 @@ def _codex_response(index: int, line: int, payload: dict[str, Any], common: dict
         block = NativeBlock("tool_result", text, call_id, is_error=is_error, exit_code=exit_code)
         return NativeItem(index, line, K_TOOL_RESULT, role="tool", text=text, blocks=(block,),
                           tool_ids=(call_id,) if call_id else (), subtype=ptype, **common)
-    return NativeItem(index, line, K_OTHER, text=ptype or "response item", subtype=ptype, **common)
+    if ptype == "web_search_call":
+        action = dict_of(payload.get("action"))
+        query = text_of(action.get("query")) or text_of(action.get("url")) or text_of(action.get("pattern"))
+        what = text_of(action.get("type")) or "search"
+        status = text_of(payload.get("status"))
+        text = f"Web {what}" + (f": {query}" if query else "") + (f" · {status}" if status else "")
+        return NativeItem(index, line, K_WEB_SEARCH, role="assistant", text=text, subtype=ptype,
+                          flags=frozenset({"error"}) if status == "failed" else frozenset(), **common)
+    return NativeItem(index, line, K_OTHER, text=f"{ptype or 'response item'}: {compact_fields(payload, ('type',))}",
+                      subtype=ptype, flags=frozenset({"unknown_type"}), **common)
 
 
 def _codex_item(index: int, p: ParsedLine, turn_id: str) -> NativeItem:
@@ -178,7 +189,8 @@ def _codex_item(index: int, p: ParsedLine, turn_id: str) -> NativeItem:
     if not rtype and "id" in obj and "instructions" in obj:
         return NativeItem(index, line, K_SESSION_META, text=f"Session {text_of(obj.get('id'))}", **common)
     if not isinstance(payload, dict):
-        return NativeItem(index, line, K_OTHER, text=rtype or preview(p.text), subtype=rtype, **common)
+        return NativeItem(index, line, K_OTHER, text=f"{rtype or 'record'}: {compact_fields(obj, ('type', 'timestamp'))}",
+                          subtype=rtype, flags=frozenset({"unknown_type"}), **common)
     if rtype == "session_meta":
         parts = [f"Codex {text_of(payload.get('cli_version'))}".strip(), text_of(payload.get("originator")),
                  text_of(payload.get("cwd"))]
@@ -206,7 +218,8 @@ def _codex_item(index: int, p: ParsedLine, turn_id: str) -> NativeItem:
             return NativeItem(index, line, K_TURN_END, text="Turn complete", subtype=etype, **common)
         if etype == "turn_aborted":
             common["turn_id"] = text_of(payload.get("turn_id")) or turn_id
-            return NativeItem(index, line, K_TURN_ABORTED, text=f"Turn aborted: {text_of(payload.get('reason'))}",
+            reason = text_of(payload.get("reason"))
+            return NativeItem(index, line, K_TURN_ABORTED, text=f"Turn aborted: {reason}" if reason else "Turn aborted",
                               subtype=etype, **common)
         if etype == "token_count":
             info = dict_of(payload.get("info"))
@@ -215,7 +228,9 @@ def _codex_item(index: int, p: ParsedLine, turn_id: str) -> NativeItem:
             text = f"Tokens: {tokens}" if tokens is not None else "Rate limits"
             return NativeItem(index, line, K_TOKEN_COUNT, text=text, tokens=tokens, subtype=etype, **common)
         mirror = etype in ("user_message", "agent_message", "agent_reasoning", "agent_reasoning_raw_content")
-        text = text_of(payload.get("message")) or text_of(payload.get("text")) or etype
+        text = text_of(payload.get("message")) or text_of(payload.get("text"))
+        if not text:
+            text = f"{etype or 'event'}: {compact_fields(payload, ('type',))}"
         if etype == "user_message":  # the prompt as typed: IDE context left out, injected text marked
             context, request = split_ide_request(text)
             if context:
@@ -225,7 +240,8 @@ def _codex_item(index: int, p: ParsedLine, turn_id: str) -> NativeItem:
                                   flags=frozenset({"mirror", "context"}), **common)
         return NativeItem(index, line, K_EVENT, text=strip_ansi(text), subtype=etype,
                           flags=frozenset({"mirror"}) if mirror else frozenset(), **common)
-    return NativeItem(index, line, K_OTHER, text=rtype, subtype=rtype, **common)
+    return NativeItem(index, line, K_OTHER, text=f"{rtype or 'record'}: {compact_fields(payload)}", subtype=rtype,
+                      flags=frozenset({"unknown_type"}), **common)
 
 
 def parse_codex(source: Iterable[bytes | str] | bytes, path: str = "") -> NativeTranscript:
@@ -286,6 +302,9 @@ def parse_codex(source: Iterable[bytes | str] | bytes, path: str = "") -> Native
             close(item.line, True, False)
         elif item.kind == K_TURN_ABORTED and open_turn is not None:
             close(item.line, False, True)
+        elif item.kind == K_TURN_ABORTED:  # Codex 0.4x recorded no task_started: the abort is the turn's only mark
+            turns.append(Turn(item.turn_id, item.line, item.line, False, True, per_turn.get(item.turn_id, 0)
+                              if item.turn_id else 0))
     close(0, False, False)
 
     # Calls and outputs by call_id.

@@ -311,6 +311,26 @@ def codex_output(output: str) -> tuple[str, int | None]:
     return output, exit_code_in(output)
 
 
+def compact_fields(obj: dict[str, Any], skip: Iterable[str] = (), limit: int = 300) -> str:
+    """A record's fields on one line, ``key=value`` for scalars, ``key={n keys}`` / ``key=[n]`` otherwise: the
+    look of a record type the reader does not know."""
+    left_out = set(skip)
+    parts: list[str] = []
+    for key, value in obj.items():
+        if key in left_out:
+            continue
+        if isinstance(value, dict):
+            shown = f"{{{len(value)} key{'' if len(value) == 1 else 's'}}}"
+        elif isinstance(value, list):
+            shown = f"[{len(value)}]"
+        elif isinstance(value, str):
+            shown = json.dumps(value[:80] + ("…" if len(value) > 80 else ""), ensure_ascii=False)
+        else:
+            shown = json.dumps(value)
+        parts.append(f"{key}={shown}")
+    return preview(", ".join(parts), limit) if parts else "(no fields)"
+
+
 def tool_text(name: str, arguments: str) -> str:
     """``name(arguments…)``: a tool call on one line."""
     return f"{name}({preview(arguments, 200)})" if arguments else f"{name}()"

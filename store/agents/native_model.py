@@ -37,6 +37,9 @@ K_TURN_ABORTED = "turn_aborted"
 K_REASONING = "reasoning"
 K_TOKEN_COUNT = "token_count"
 K_EVENT = "event"
+K_LAST_PROMPT = "last_prompt"  # Claude Code 2.1: the prompt left in the input box (``last-prompt``)
+K_TURN_DURATION = "turn_duration"  # Claude Code 2.1: ``system`` / ``turn_duration`` with ``durationMs``
+K_WEB_SEARCH = "web_search"  # Codex: a ``web_search_call`` response item (no call id, no output)
 K_OTHER = "other"
 K_UNREADABLE = "unreadable"
 
@@ -219,6 +222,7 @@ class SubAgentLink:
     transcript: NativeTranscript
     layout: str  # "subagents" (<session>/subagents/agent-<id>.jsonl) | "project_root" (agent-<id>.jsonl)
     #              | "inline" (Claude Code 1.0.x: sidechain records in the session file itself)
+    #              | "absent" (a Task result names it, but its file is not present: an empty transcript)
     task_call_id: str  # "" when no Task call of the parent names it
     task_line: int
     prompt: str

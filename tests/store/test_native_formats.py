@@ -12,11 +12,21 @@ import pytest
 from store.agents import capture as cap
 from store.agents.native import (
     K_ASSISTANT,
+    K_COMPACT_BOUNDARY,
+    K_COMPACT_SUMMARY,
     K_CONTEXT,
+    K_LAST_PROMPT,
+    K_OTHER,
+    K_QUEUE,
+    K_TOOL_CALL,
     K_TOOL_RESULT,
+    K_TURN_ABORTED,
+    K_TURN_DURATION,
     K_USER,
+    K_WEB_SEARCH,
     link_claude_code_session,
     parse_claude_code,
+    parse_codex,
     read_claude_code_file,
     read_codex_file,
 )
@@ -155,3 +165,43 @@ def test_codex_injected_context_is_not_a_prompt() -> None:
     assert [b.kind for b in by_line[5].blocks] == ["context", "text"]
     assert by_line[6].text == "Why does the build fail?"  # the user_message event: the request only
     assert first_prompt("codex", CODEX_040.read_text().splitlines())[0] == "Why does the build fail?"
+
+
+# ---------------------------------------------------------------------------------------- record types
+
+TYPES_CC = FIXTURES / "claude-code-2.1.152-record-types.jsonl"
+
+
+def test_claude_code_record_types_are_shown_for_what_they_are() -> None:
+    t = read_claude_code_file(TYPES_CC)
+    kinds = [i.kind for i in t.items]
+    assert kinds == [K_QUEUE, K_USER, K_ASSISTANT, K_TOOL_RESULT, K_QUEUE, K_TURN_DURATION, K_COMPACT_BOUNDARY,
+                     K_COMPACT_SUMMARY, K_LAST_PROMPT, K_OTHER]
+    by_kind = {i.kind: i for i in t.items}
+    assert t.items[0].text == "Queue: prompt queued: also run the linter"
+    assert t.items[4].text == "Queue: queued prompt sent"
+    assert by_kind[K_TURN_DURATION].text == "Turn took 60.1 s (60,123 ms)"
+    assert by_kind[K_LAST_PROMPT].text.endswith("and the tokenizer too")
+    other = by_kind[K_OTHER]
+    assert "unknown_type" in other.flags and other.text.startswith("agent-setting: ")
+    assert 'agentSetting="default"' in other.text and "flag=true" in other.text
+    assert len(t.compactions) == 1  # the boundary and its summary are one compaction
+    assert t.compactions[0].pre_tokens == 155000 and t.compactions[0].summary.startswith("This session")
+
+
+def test_a_task_result_naming_an_absent_subagent() -> None:
+    session = link_claude_code_session(read_claude_code_file(TYPES_CC), [])
+    link = session.subagent_for_call("toolu_01TaskZZ")
+    assert link is not None and (link.agent_id, link.layout, link.transcript.records) == ("a7be2f0", "absent", 0)
+
+
+def test_codex_record_types_are_shown_for_what_they_are() -> None:
+    t = read_codex_file(CODEX_040)
+    by_line = {i.line: i for i in t.items}
+    assert (by_line[11].kind, by_line[11].text) == (K_WEB_SEARCH, "Web search: make: *** No rule to make target · completed")
+    assert (by_line[12].kind, by_line[12].subtype) == (K_TOOL_CALL, "custom_tool_call")
+    assert by_line[14].kind == K_TURN_ABORTED
+    assert [(x.start_line, x.aborted, x.complete) for x in t.turns] == [(14, True, False)]
+    unknown = parse_codex([json.dumps({"timestamp": "t", "type": "response_item",
+                                       "payload": {"type": "image_generation_call", "status": "done", "n": 2}})])
+    assert unknown.items[0].kind == K_OTHER and unknown.items[0].text == 'image_generation_call: status="done", n=2'

@@ -16,6 +16,8 @@ from store.agents.native import (
     K_COMPACTED,
     K_CONTEXT,
     K_DEVELOPER,
+    K_LAST_PROMPT,
+    K_OTHER,
     K_REASONING,
     K_SESSION_META,
     K_SUMMARY,
@@ -23,9 +25,11 @@ from store.agents.native import (
     K_TOOL_CALL,
     K_TOOL_RESULT,
     K_TURN_ABORTED,
+    K_TURN_DURATION,
     K_TURN_END,
     K_UNREADABLE,
     K_USER,
+    K_WEB_SEARCH,
     NativeBlock,
     NativeItem,
 )
@@ -124,6 +128,19 @@ def _header(view: RecordView, width: int, pal: Palette) -> Text:
             left.append(f" {clean_line(item.subtype)}", pal.muted)
     elif kind == K_SESSION_META:
         left.append("◇ session", pal.muted)
+    elif kind == K_LAST_PROMPT:
+        left.append("↺ last prompt", pal.system)
+        left.append("  left in the input box, not sent", pal.muted)
+    elif kind == K_TURN_DURATION:
+        left.append("⏱ turn duration", pal.muted)
+    elif kind == K_WEB_SEARCH:
+        left.append("● assistant", pal.assistant)
+        left.append("  ⌕ web search", pal.tool)
+        if "error" in item.flags:
+            left.append("  ✗ failed", pal.error)
+    elif kind == K_OTHER and "unknown_type" in item.flags:
+        left.append(f"? {clean_line(item.subtype) or 'record'}", pal.warning)
+        left.append("  record type not known to this reader", pal.muted)
     elif kind == K_CONTEXT:
         left.append("▸ context", pal.system)
         left.append(f"  {clean_line(item.subtype) or 'injected'} · not typed", pal.muted)
@@ -173,7 +190,11 @@ def _call_lines(call: CallResult, width: int, pal: Palette, console: Console) ->
     if call.call_id:
         head.append(f"  {clean_line(call.call_id)}", pal.muted)
     out.extend(wrap(head, width, console))
-    if call.subagent is not None:
+    if call.subagent is not None and call.subagent.layout == "absent":
+        note_text = Text(style=base, end="")
+        note_text.append(f"    ↳ sub-agent {clean_line(call.subagent.agent_id) or '?'}: file not present", pal.warning)
+        out.extend(wrap(note_text, width, console))
+    elif call.subagent is not None:
         link = call.subagent
         note_text = Text(style=base, end="")
         note_text.append(f"    ↳ sub-agent {clean_line(link.agent_id) or '?'}: {link.transcript.records:,} records",
@@ -403,7 +424,7 @@ def quiet_line(item: NativeItem, width: int, pal: Palette) -> Text:
 
 
 def _right_aligned_cut(left: Text, right: Text, width: int, base: Style) -> Text:
-    room = width - right.cell_len - 1
+    room = width - right.cell_len - 2  # _right_aligned keeps a gap of two cells before the line number
     if left.cell_len > room:
         left = left.copy()
         left.truncate(max(1, room), overflow="ellipsis")
@@ -413,8 +434,10 @@ def _right_aligned_cut(left: Text, right: Text, width: int, base: Style) -> Text
 def turn_rule(item: NativeItem, width: int, pal: Palette) -> list[Text]:
     tid = short_id(item.turn_id) or "?"
     if item.kind == K_TURN_ABORTED:
-        return [_rule(f"⚠ turn {tid} aborted: {clean_line(item.text)} ", f" line {item.line:,} ──", "─", pal.warning,
-                      width, pal.base)]
+        reason = item.text.removeprefix("Turn aborted").lstrip(": ")
+        what = f"⚠ turn {tid} aborted" if item.turn_id else "⚠ turn aborted"
+        return [_rule(f"{what}{': ' + clean_line(reason) if reason else ''} ", f" line {item.line:,} ──", "─",
+                      pal.warning, width, pal.base)]
     if item.kind == K_TURN_END:
         return [_rule(f"──── turn {tid} complete ", f" line {item.line:,} ──", "─", pal.turn, width, pal.base)]
     if "incomplete_turn" in item.flags or "aborted_turn" in item.flags:
