@@ -21,7 +21,8 @@ back) and :mod:`store.agents.repair_copy` (repaired copies); every public name o
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from store.agents import agentstate
@@ -31,6 +32,7 @@ from store.agents.agentstate import (
     MAX_RESTORED_BYTES,
     PersistedSessionState,
     PersistedSessionStateFile,
+    SessionStateRecord,
 )
 from store.agents.capture_discovery import (
     claude_code_path_base,
@@ -80,6 +82,7 @@ from store.agents.native import (
     AGENT_CLAUDE_CODE,
     AGENT_CODEX,
 )
+from store.agents.native_drift import DriftCounter
 from store.agents.repair_copy import (
     INTERRUPTED_TEXT,
     RepairCopyRefused,
@@ -220,8 +223,9 @@ def capture_session(
         record_count=total,
         files=files,
     )
+    drift = DriftCounter(agent)
     try:
-        outcome = agentstate.stage_version(db, fence, state, record_stream(live))
+        outcome = agentstate.stage_version(db, fence, state, _watched(record_stream(live), live, drift))
     except agentstate.SessionStateDivergent as exc:
         agentstate.mark_run_failed(db, fence)
         return result(STATUS_DIVERGENT, total, 0, one_line(str(exc)))
@@ -230,7 +234,35 @@ def capture_session(
         return result(STATUS_UNREADABLE, total, 0, f"the capture was not stored: {one_line(str(exc))}")
     agentstate.publish_head(db, fence, agentstate.KIND_CHECKPOINT)
     status = STATUS_APPENDED if shapes else STATUS_NEW
-    return result(status, total, outcome.records_written, pending_note.strip(), pending)
+    return replace(result(status, total, outcome.records_written, pending_note.strip(), pending), drift=drift)
+
+
+def _watched(records: Iterator[SessionStateRecord], scans: Sequence[FileScan],
+             drift: DriftCounter) -> Iterator[SessionStateRecord]:
+    """``records`` fed to ``drift`` on their way to the checkpoint (a Codex file appended to is first read for
+    the version its ``session_meta`` names)."""
+    by_path = {s.rel: s for s in scans}
+    current = None
+    for rec in records:
+        if rec.file_path != current:
+            current = rec.file_path
+            drift.start_file()
+            scan = by_path.get(rec.file_path)
+            if drift.agent == AGENT_CODEX and scan is not None and scan.tail_from > 0:
+                first = _first_line(scan.path)
+                if first:
+                    drift.feed_version(first)
+        content = rec.content
+        drift.feed(content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass"))
+        yield rec
+
+
+def _first_line(path: Path) -> bytes:
+    try:
+        with path.open("rb") as fh:
+            return fh.readline(1024 * 1024)
+    except OSError:
+        return b""
 
 
 def capture_sources(

@@ -205,3 +205,34 @@ def test_codex_record_types_are_shown_for_what_they_are() -> None:
     unknown = parse_codex([json.dumps({"timestamp": "t", "type": "response_item",
                                        "payload": {"type": "image_generation_call", "status": "done", "n": 2}})])
     assert unknown.items[0].kind == K_OTHER and unknown.items[0].text == 'image_generation_call: status="done", n=2'
+
+
+# ----------------------------------------------------------------------------------------- format drift
+
+
+def test_capture_reports_format_drift_by_version(tmp_path: Path, sd: SessionDir) -> None:
+    root = tmp_path / "projects"
+    (root / "-home-u-proj").mkdir(parents=True)
+    sid = "9d4e5f60-1a2b-4c3d-8e9f-0a1b2c3d4e5f"
+    data = TYPES_CC.read_bytes().replace(b'"isCompactSummary":true', b'"isCompactSummary":true,"brandNewField":1')
+    (root / "-home-u-proj" / f"{sid}.jsonl").write_bytes(data)
+    shutil.copy(INLINE, root / "-home-u-proj" / f"{INLINE_ID}.jsonl")
+    summary = cap.capture_claude_code(sd, root)
+    report = summary.drift()
+    # The 1.0.98 file holds no drift; records that name no version count under their file's version.
+    assert report == ["2.1.152 (9 records): types agent-setting ×1; fields user.brandNewField ×1"]
+    again = cap.capture_claude_code(sd, root)
+    assert again.drift() == []  # nothing new was written
+
+
+def test_codex_drift_takes_the_version_of_an_appended_file(tmp_path: Path, sd: SessionDir) -> None:
+    day = tmp_path / "sessions" / "2025" / "10" / "02"
+    day.mkdir(parents=True)
+    path = day / "rollout-2025-10-02T09-00-00-0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.jsonl"
+    shutil.copy(CODEX_040, path)
+    first = cap.capture_codex(sd, tmp_path / "sessions")
+    assert first.drift() == []
+    with path.open("a") as fh:
+        fh.write(json.dumps({"timestamp": "t", "type": "event_msg", "payload": {"type": "exec_command_end"}}) + "\n")
+    assert cap.capture_codex(sd, tmp_path / "sessions").drift() == [
+        "0.40.0 (1 records): types event_msg/exec_command_end ×1"]
