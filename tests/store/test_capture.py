@@ -317,7 +317,13 @@ def test_export_repaired_codex_copy(real_fixtures: Path, tmp_path: Path) -> None
         cap.export_repaired_copy(out, out)
 
 
-def test_export_repaired_claude_copy_keeps_the_chain_linear(real_fixtures: Path, tmp_path: Path) -> None:
+def without(copy: bytes, inserted: list[int]) -> bytes:
+    """``copy`` minus the lines at the 1-based positions ``inserted``."""
+    lines = copy.split(b"\n")
+    return b"\n".join(line for n, line in enumerate(lines, start=1) if n not in set(inserted))
+
+
+def test_export_repaired_claude_copy_changes_no_original_line(real_fixtures: Path, tmp_path: Path) -> None:
     lines = (real_fixtures / "claude-code" / PARENT).read_bytes().split(b"\n")[:-1]
     call = json.loads(lines[3])
     follow = {"parentUuid": call["uuid"], "isSidechain": False, "type": "user", "sessionId": PARENT_ID,
@@ -332,10 +338,54 @@ def test_export_repaired_claude_copy_keeps_the_chain_linear(real_fixtures: Path,
     assert [(c.name, c.line, c.inserted_at) for c in result.closed] == [("Task", 4, 5)]
     after = parse_claude_code(out.read_bytes())
     assert after.records == 6 and not after.interrupted and not after.forks
-    synthetic, moved = after.items[4], after.items[5]
+    synthetic, follower = after.items[4], after.items[5]
     assert synthetic.parent_uuid == call["uuid"] and synthetic.kind == "tool_result"
-    assert moved.parent_uuid == synthetic.uuid and moved.text == follow["message"]["content"]
-    assert out.read_bytes().split(b"\n")[:4] == lines[:4]
+    assert follower.parent_uuid == call["uuid"]  # the original line is not touched
+    assert without(out.read_bytes(), [5]) == src.read_bytes()
+
+
+def test_export_repaired_parallel_calls_put_results_after_the_group(tmp_path: Path) -> None:
+    sid = "5a5a5a5a-0000-4000-8000-000000000000"
+    u = [f"5a5a5a5a-0000-4000-8000-{n:012d}" for n in range(6)]
+    env = {"isSidechain": False, "userType": "external", "cwd": "/w", "sessionId": sid, "version": "2.1.17"}
+    records = [{**env, "parentUuid": None, "type": "user", "uuid": u[1], "timestamp": "2026-01-01T00:00:00Z",
+                "message": {"role": "user", "content": "look at three files"}}]
+    for n, name in ((2, "a.py"), (3, "b.py"), (4, "c.py")):
+        records.append({**env, "parentUuid": u[n - 1], "type": "assistant", "uuid": u[n],
+                        "timestamp": f"2026-01-01T00:00:0{n}Z", "requestId": "req_1",
+                        "message": {"id": "msg_01PARALLEL", "role": "assistant", "content": [
+                            {"type": "tool_use", "id": f"toolu_{n}", "name": "Read", "input": {"file_path": name}}]}})
+    records.append({**env, "parentUuid": u[4], "type": "user", "uuid": u[5], "timestamp": "2026-01-01T00:00:09Z",
+                    "message": {"role": "user", "content": "[Request interrupted by user for tool use]"}})
+    src = tmp_path / "parallel.jsonl"
+    original = b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in records)
+    src.write_bytes(original)
+    out = tmp_path / "repaired.jsonl"
+    result = cap.export_repaired_copy(src, out)
+    assert [(c.call_id, c.line, c.inserted_at) for c in result.closed] == [
+        ("toolu_2", 2, 5), ("toolu_3", 3, 6), ("toolu_4", 4, 7)]
+    copy = out.read_bytes()
+    assert without(copy, [5, 6, 7]) == original
+    synthetic = [json.loads(line) for line in copy.split(b"\n")[4:7]]
+    assert [s["parentUuid"] for s in synthetic] == [u[4], synthetic[0]["uuid"], synthetic[1]["uuid"]]
+    assert not parse_claude_code(copy).interrupted
+
+
+def test_export_repaired_codex_parallel_calls(tmp_path: Path) -> None:
+    meta = {"timestamp": "t", "type": "session_meta", "payload": {"id": "p", "cwd": "/w", "cli_version": "0.104.0"}}
+    calls = [{"timestamp": "t", "type": "response_item", "payload": {
+        "type": "function_call", "name": "exec_command", "arguments": "{}", "call_id": f"call_{n}"}} for n in range(3)]
+    done = {"timestamp": "t", "type": "response_item", "payload": {
+        "type": "function_call_output", "call_id": "call_1", "output": "ok"}}
+    aborted = {"timestamp": "t", "type": "event_msg", "payload": {"type": "turn_aborted", "reason": "interrupted"}}
+    src = tmp_path / "rollout.jsonl"
+    original = b"".join(json.dumps(r).encode() + b"\n" for r in [meta, *calls, done, aborted])
+    src.write_bytes(original)
+    out = tmp_path / "repaired.jsonl"
+    result = cap.export_repaired_copy(src, out)
+    assert [(c.call_id, c.inserted_at) for c in result.closed] == [("call_0", 5), ("call_2", 6)]
+    assert without(out.read_bytes(), [5, 6]) == original
+    assert not read_codex_file(out).interrupted
 
 
 def test_tails_too_big_to_keep_are_read_again(claude_tree: Path, sd: SessionDir, monkeypatch: pytest.MonkeyPatch
