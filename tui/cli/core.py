@@ -404,7 +404,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
         try:
             summary = get_session(sd, args.session_id)
         except SessionNotFound:
-            from tui.cli.capture import show_captured
+            from tui.cli.native_show import show_captured
 
             if show_captured(sd, args):  # a captured Claude Code or Codex session of that id (or prefix)
                 return 0
