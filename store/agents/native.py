@@ -124,6 +124,23 @@ def _first_user_text(t: NativeTranscript) -> str:
     return ""
 
 
+def typed_prompt(t: NativeTranscript) -> str:
+    """The first prompt a user typed in ``t``: never injected context (``context`` records and blocks, meta and
+    command records), never a sidechain (a sub-agent's prompt), never Codex IDE context (only the request
+    under it). "" when there is none. This is what a session's title and first prompt are."""
+    if t.agent == AGENT_CODEX:
+        for item in t.items:
+            if item.kind == K_EVENT and item.subtype == "user_message" and "context" not in item.flags \
+                    and item.text.strip():
+                return item.text
+    for item in t.items:
+        if item.kind == K_USER and item.text.strip() and not ({"meta", "command", "sidechain"} & item.flags):
+            if t.agent == AGENT_CODEX and item.text.lstrip().startswith("<"):
+                continue
+            return item.text
+    return ""
+
+
 def link_claude_code_session(
     main: NativeTranscript | None, subagents: Sequence[tuple[NativeTranscript, str]]
 ) -> NativeSession:
@@ -265,4 +282,5 @@ __all__ = [
     "read_codex_file",
     "read_native_file",
     "strip_ansi",
+    "typed_prompt",
 ]

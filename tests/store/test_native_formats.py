@@ -29,6 +29,7 @@ from store.agents.native import (
     parse_codex,
     read_claude_code_file,
     read_codex_file,
+    typed_prompt,
 )
 from store.agents.native_catalog import first_prompt
 from store.agents.native_export import native_markdown
@@ -236,3 +237,12 @@ def test_codex_drift_takes_the_version_of_an_appended_file(tmp_path: Path, sd: S
         fh.write(json.dumps({"timestamp": "t", "type": "event_msg", "payload": {"type": "exec_command_end"}}) + "\n")
     assert cap.capture_codex(sd, tmp_path / "sessions").drift() == [
         "0.40.0 (1 records): types event_msg/exec_command_end ×1"]
+
+
+def test_typed_prompt_skips_sidechains_and_context() -> None:
+    assert typed_prompt(read_claude_code_file(INLINE)) == "Where is parse_config used?"
+    assert typed_prompt(read_claude_code_file(CONTEXT_CC)) == "fix the failing test in test_app.py"
+    assert typed_prompt(read_codex_file(CODEX_040)) == "Why does the build fail?"
+    # A file whose first records are all one sidechain (read only that far) has no typed prompt.
+    lines = INLINE.read_text().splitlines()[2:6]
+    assert typed_prompt(parse_claude_code(lines)) == ""
