@@ -125,3 +125,33 @@ def test_show_of_a_hostile_captured_session(tmp_path: Path, capsys: pytest.Captu
         assert_clean(err)
         shown = json.dumps(json.loads(out), ensure_ascii=False) if "json" in extra else out
         assert "[bold]x[/bold]" in shown  # bracketed text is shown literally
+
+
+REAL_SESSIONS = {  # agent session id -> records, from the fixture README's line counts
+    "03eb5929-52b3-4b13-ada3-b93ae35806b8": 61,
+    "326189cf-5676-4237-8cde-1ce80aae4a9f": 54,
+    "7acd37a8-2745-4b58-a8a9-46164b22ad9e": 1,
+    "29ccd257-68b1-427f-ae5f-6524b7cb6f20": 6 + 59,
+    "019c8a4d-8f45-7010-8b5d-7fad920aa6f9": 417,
+    "019c8a70-dda7-7f33-98ea-f30553347322": 19,
+    "019c8bfe-ec25-79e0-97d7-bda6a9c575ff": 63,
+}
+
+
+def test_show_json_of_the_real_fixtures(real_fixtures: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                        ) -> None:
+    sdir = tmp_path / "sessions"
+    sdir.mkdir()
+    open_session_dir(sdir, OpenMode.READ_WRITE, create=True).close()
+    assert run(capsys, "--dir", str(sdir), "capture", "claude-code", str(real_fixtures / "claude-code"))[0] == 0
+    assert run(capsys, "--dir", str(sdir), "capture", "codex", str(real_fixtures / "codex" / "sessions"))[0] == 0
+    for sid, records in REAL_SESSIONS.items():
+        doc = show_json(capsys, sdir, sid)
+        messages = doc["messages"]
+        assert isinstance(messages, list) and len(messages) == records, sid
+        assert not any(m["kind"] == "unreadable" for m in messages)
+    sub = show_json(capsys, sdir, "29ccd257")["messages"]
+    assert isinstance(sub, list)
+    assert sum(1 for m in sub if m["sidechain"]) == 59 and {m["agent_id"] for m in sub if m["sidechain"]} == {"a2271d1"}
+    interrupted = show_json(capsys, sdir, "019c8a70")["messages"]
+    assert isinstance(interrupted, list) and sum(1 for m in interrupted if m["interrupted"]) == 1

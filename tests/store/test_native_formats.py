@@ -32,7 +32,7 @@ from store.agents.native import (
     typed_prompt,
 )
 from store.agents.native_catalog import first_prompt
-from store.agents.native_export import native_markdown
+from store.agents.native_export import native_markdown, session_messages
 from store.agents.native_lines import codex_output
 from store.mothx.sessiondir import SessionDir, open_session_dir
 
@@ -246,3 +246,40 @@ def test_typed_prompt_skips_sidechains_and_context() -> None:
     # A file whose first records are all one sidechain (read only that far) has no typed prompt.
     lines = INLINE.read_text().splitlines()[2:6]
     assert typed_prompt(parse_claude_code(lines)) == ""
+
+
+CODEX_077 = FIXTURES / "codex-0.77.0-text-outputs.jsonl"
+
+
+def test_codex_text_outputs_state_their_exit_code() -> None:
+    t = read_codex_file(CODEX_077)
+    assert [(p.name, p.exit_code, p.is_error) for p in t.tool_pairs] == [("shell_command", 2, True)]
+    assert t.tool_pairs[0].result_text.startswith("Exit code: 2")  # the text is kept as written
+    assert [(x.complete, x.aborted) for x in t.turns] == [(True, False)]
+    assert typed_prompt(t) == "run the tests"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FIXTURES.glob("*.jsonl")))
+def test_every_excerpt_captures_and_shows_every_record(name: str, tmp_path: Path, sd: SessionDir) -> None:
+    """Each format excerpt: captured whole, verified, and read back with every record accounted for."""
+    src = FIXTURES / name
+    lines = [ln for ln in src.read_bytes().split(b"\n") if ln.strip()]
+    if name.startswith("codex-"):
+        sid = json.loads(lines[0])["payload"]["id"]
+        day = tmp_path / "sessions" / "2026" / "01" / "01"
+        day.mkdir(parents=True)
+        shutil.copy(src, day / f"rollout-2026-01-01T00-00-00-{sid}.jsonl")
+        result = cap.capture_codex(sd, tmp_path / "sessions").session(sid)
+        agent = "codex"
+    else:
+        sid = next(json.loads(ln)["sessionId"] for ln in lines if b'"sessionId"' in ln)
+        (tmp_path / "projects" / "p").mkdir(parents=True)
+        shutil.copy(src, tmp_path / "projects" / "p" / f"{sid}.jsonl")
+        result = cap.capture_claude_code(sd, tmp_path / "projects").session(sid)
+        agent = "claude-code"
+    assert result is not None and (result.status, result.records) == ("new", len(lines))
+    assert cap.verify(sd, agent, sid).status == "verified"
+    session = cap.read_checkpoint_session(sd, agent, sid)
+    assert session is not None
+    assert len(session_messages(session)) == len(lines)
+    assert not any(m["kind"] == "unreadable" for m in session_messages(session))
