@@ -11,6 +11,13 @@ and :meth:`NativeTranscript.view` shows one branch per fork (the latest by defau
 children (parallel tool results, progress and hook lines, a replayed copy of a prompt) are recording artifacts,
 not branches. ``compact_boundary`` records continue their ``logicalParentUuid``.
 
+Claude Code 1.0.x wrote a sub-agent's records inline in the session file (``isSidechain: true``): each such
+chain is its own transcript (``NativeTranscript.inline_subagents``, linked as layout ``inline``), never part of
+the main conversation, its first prompt or its title (:func:`typed_prompt`). User-role text the agent injected
+(environment context, AGENTS.md / CLAUDE.md contents, IDE context, system reminders, command wrappers) is a
+``context`` record or block, not a typed prompt. A line a checkpoint stored as an unreadable stand-in reads
+back as the ``unreadable`` item it was.
+
 Codex rollouts are linear: ``session_meta``, turns (``task_started`` … ``task_complete``), messages, reasoning,
 tool calls paired with their outputs by ``call_id``, and ``compacted`` records with their replacement history.
 
