@@ -237,7 +237,7 @@ def _claude_item(index: int, p: ParsedLine) -> NativeItem:
         what = {"enqueue": "prompt queued", "dequeue": "queued prompt sent", "remove": "queued prompt removed",
                 "popAll": "queued prompts taken back"}.get(op, op or "operation")
         queued = preview(text_of(obj.get("content")))
-        text = f"Queue: {what}" + (f": {queued}" if queued else "")
+        text = what + (f": {queued}" if queued else "")
         return NativeItem(index, line, K_QUEUE, text=text, subtype=op, flags=frozenset(flags), **common)
     if rtype == "last-prompt":
         last = text_of(obj.get("lastPrompt"))

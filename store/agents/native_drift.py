@@ -35,6 +35,9 @@ CLAUDE_FIELDS = frozenset({
     # the stand-in of an unreadable line
     "line", "reason", "bytes", "sha256", "text", "raw_b64",
 })
+CLAUDE_BLOCKS = frozenset({
+    "text", "thinking", "redacted_thinking", "tool_use", "server_tool_use", "tool_result", "image", "document",
+})
 CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted", UNREADABLE_RECORD})
 CODEX_RESPONSE_TYPES = frozenset({
     "message", "reasoning", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
@@ -111,6 +114,13 @@ class DriftCounter:
         for key in obj:
             if key not in CLAUDE_FIELDS:
                 drift.fields[f"{name}.{key}"] += 1
+        message = obj.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            for block in content:
+                btype = block.get("type") if isinstance(block, dict) else None
+                if isinstance(btype, str) and btype not in CLAUDE_BLOCKS:
+                    drift.types[f"{name} block {btype}"] += 1
 
     def _codex(self, obj: dict[str, object]) -> None:
         rtype = obj.get("type")
@@ -163,5 +173,5 @@ def _named(counts: Counter[str]) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
-__all__ = ["CLAUDE_FIELDS", "CLAUDE_TYPES", "CODEX_EVENT_TYPES", "CODEX_RESPONSE_TYPES", "CODEX_TYPES",
+__all__ = ["CLAUDE_BLOCKS", "CLAUDE_FIELDS", "CLAUDE_TYPES", "CODEX_EVENT_TYPES", "CODEX_RESPONSE_TYPES", "CODEX_TYPES",
            "DriftCounter", "VersionDrift"]

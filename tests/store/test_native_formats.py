@@ -32,6 +32,7 @@ from store.agents.native import (
     typed_prompt,
 )
 from store.agents.native_catalog import first_prompt
+from store.agents.native_drift import DriftCounter
 from store.agents.native_export import native_markdown, session_messages
 from store.agents.native_lines import codex_output
 from store.mothx.sessiondir import SessionDir, open_session_dir
@@ -179,8 +180,8 @@ def test_claude_code_record_types_are_shown_for_what_they_are() -> None:
     assert kinds == [K_QUEUE, K_USER, K_ASSISTANT, K_TOOL_RESULT, K_QUEUE, K_TURN_DURATION, K_COMPACT_BOUNDARY,
                      K_COMPACT_SUMMARY, K_LAST_PROMPT, K_OTHER]
     by_kind = {i.kind: i for i in t.items}
-    assert t.items[0].text == "Queue: prompt queued: also run the linter"
-    assert t.items[4].text == "Queue: queued prompt sent"
+    assert t.items[0].text == "prompt queued: also run the linter"
+    assert t.items[4].text == "queued prompt sent"
     assert by_kind[K_TURN_DURATION].text == "Turn took 60.1 s (60,123 ms)"
     assert by_kind[K_LAST_PROMPT].text.endswith("and the tokenizer too")
     other = by_kind[K_OTHER]
@@ -283,3 +284,10 @@ def test_every_excerpt_captures_and_shows_every_record(name: str, tmp_path: Path
     assert session is not None
     assert len(session_messages(session)) == len(lines)
     assert not any(m["kind"] == "unreadable" for m in session_messages(session))
+
+
+def test_drift_names_unknown_content_blocks() -> None:
+    counter = DriftCounter("claude-code")
+    counter.feed(json.dumps({"type": "assistant", "version": "2.2.0", "uuid": "u", "message": {
+        "role": "assistant", "content": [{"type": "text", "text": "x"}, {"type": "web_fetch_tool_result"}]}}).encode())
+    assert counter.report() == ["2.2.0 (1 records): types assistant block web_fetch_tool_result ×1"]
