@@ -9,7 +9,9 @@ prefix changed (a rewritten, shortened or removed file) makes the session ``dive
 until a reset is published (:func:`store.agents.agentstate.publish_reset`), after which the next capture stores
 the files afresh (reported as ``new``).
 
-A file that names no session, and a file or folder of the root that cannot be read, is reported as its own
+A line that cannot be read (not JSON, not UTF-8, longer than 8 MiB) never blocks its session: it is stored
+as an unreadable stand-in record and reported in the detail (:mod:`store.agents.capture_scan`). A file that
+names no session, and a file or folder of the root that cannot be read, is reported as its own
 ``unreadable`` entry (with an empty ``agent_session_id`` and the reason, e.g. "permission denied"), and the rest
 is captured. The parts: :mod:`store.agents.capture_discovery` (finding and keying files),
 :mod:`store.agents.capture_scan` (reading one file), :mod:`store.agents.capture_verify` (verifying and reading
@@ -19,7 +21,8 @@ back) and :mod:`store.agents.repair_copy` (repaired copies); every public name o
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from store.agents import agentstate
@@ -29,6 +32,7 @@ from store.agents.agentstate import (
     MAX_RESTORED_BYTES,
     PersistedSessionState,
     PersistedSessionStateFile,
+    SessionStateRecord,
 )
 from store.agents.capture_discovery import (
     claude_code_path_base,
@@ -78,6 +82,7 @@ from store.agents.native import (
     AGENT_CLAUDE_CODE,
     AGENT_CODEX,
 )
+from store.agents.native_drift import DriftCounter
 from store.agents.repair_copy import (
     INTERRUPTED_TEXT,
     RepairCopyRefused,
@@ -108,6 +113,19 @@ def _id_problem(sid: str) -> str:
     if size > agentstate.MAX_AGENT_SESSION_ID_BYTES:
         return f"its id is longer than {agentstate.MAX_AGENT_SESSION_ID_BYTES} bytes"
     return ""
+
+
+def unreadable_note(scans: Sequence[FileScan], shown: int = 3) -> str:
+    """" Line 500 of p/x.jsonl is unreadable (reason); it is kept as an unreadable record." for the new
+    unreadable lines of a capture ("" when there are none), naming at most ``shown`` of them."""
+    found = [(s.rel, line, reason) for s in scans for line, reason in s.unreadable]
+    if not found:
+        return ""
+    parts = [f"line {line} of {one_line(rel)} ({one_line(reason)})" for rel, line, reason in found[:shown]]
+    more = f" and {len(found) - shown} more" if len(found) > shown else ""
+    verb = "is" if len(found) == 1 else "are"
+    noun = "an unreadable record" if len(found) == 1 else "unreadable records"
+    return f" Unreadable: {'; '.join(parts)}{more} {verb} kept as {noun}; every other record was captured."
 
 
 def capture_session(
@@ -166,6 +184,7 @@ def capture_session(
         return result(stop.problem_status, sum(s.records for s in scans), 0, stop.problem + ".")
     pending = sum(s.pending_lines for s in scans)
     pending_note = f" The last line of {', '.join(one_line(s.rel) for s in scans if s.pending_lines)} is incomplete and was left for the next capture." if pending else ""
+    pending_note = unreadable_note(scans) + pending_note
     total = sum(s.records for s in scans)
     live = [s for s in scans if s.records > 0]
     if shapes:
@@ -204,8 +223,9 @@ def capture_session(
         record_count=total,
         files=files,
     )
+    drift = DriftCounter(agent)
     try:
-        outcome = agentstate.stage_version(db, fence, state, record_stream(live))
+        outcome = agentstate.stage_version(db, fence, state, _watched(record_stream(live), live, drift))
     except agentstate.SessionStateDivergent as exc:
         agentstate.mark_run_failed(db, fence)
         return result(STATUS_DIVERGENT, total, 0, one_line(str(exc)))
@@ -214,7 +234,35 @@ def capture_session(
         return result(STATUS_UNREADABLE, total, 0, f"the capture was not stored: {one_line(str(exc))}")
     agentstate.publish_head(db, fence, agentstate.KIND_CHECKPOINT)
     status = STATUS_APPENDED if shapes else STATUS_NEW
-    return result(status, total, outcome.records_written, pending_note.strip(), pending)
+    return replace(result(status, total, outcome.records_written, pending_note.strip(), pending), drift=drift)
+
+
+def _watched(records: Iterator[SessionStateRecord], scans: Sequence[FileScan],
+             drift: DriftCounter) -> Iterator[SessionStateRecord]:
+    """``records`` fed to ``drift`` on their way to the checkpoint (a Codex file appended to is first read for
+    the version its ``session_meta`` names)."""
+    by_path = {s.rel: s for s in scans}
+    current = None
+    for rec in records:
+        if rec.file_path != current:
+            current = rec.file_path
+            drift.start_file()
+            scan = by_path.get(rec.file_path)
+            if drift.agent == AGENT_CODEX and scan is not None and scan.tail_from > 0:
+                first = _first_line(scan.path)
+                if first:
+                    drift.feed_version(first)
+        content = rec.content
+        drift.feed(content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass"))
+        yield rec
+
+
+def _first_line(path: Path) -> bytes:
+    try:
+        with path.open("rb") as fh:
+            return fh.readline(1024 * 1024)
+    except OSError:
+        return b""
 
 
 def capture_sources(

@@ -10,8 +10,10 @@ and :mod:`store.agents.repair_copy` (repaired copies).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from store.agents.native_drift import DriftCounter
 
 STATUS_NEW = "new"
 STATUS_APPENDED = "appended"
@@ -50,6 +52,7 @@ class SessionCaptureResult:
     detail: str = ""
     paths: tuple[str, ...] = ()
     pending_lines: int = 0
+    drift: DriftCounter | None = field(default=None, compare=False, repr=False)  # of the records written
 
     def to_json(self) -> dict[str, object]:
         """The command line's ``--json`` object (the six fields, then ``detail`` and ``paths``)."""
@@ -89,6 +92,15 @@ class CaptureSummary:
 
     def session(self, agent_session_id: str) -> SessionCaptureResult | None:
         return next((s for s in self.sessions if s.agent_session_id == agent_session_id), None)
+
+    def drift(self) -> list[str]:
+        """The format-drift report of the records written: record types and fields the readers do not know,
+        one line per agent version ([] when every record was recognised)."""
+        total = DriftCounter(self.agent)
+        for s in self.sessions:
+            if s.drift is not None:
+                total.merge(s.drift)
+        return total.report()
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,12 @@
 """Reading one file for a capture: its records hashed as compacted JSON, the prefix proof, the tail to store.
 
-A record that is not valid JSON makes its file unreadable (a checkpoint restores records byte for byte and
-cannot hold one), except a cut-off last line without its newline: that is taken to be still in the writing
-and is left for the next capture (``pending_lines``).
+No line blocks a session. A line a checkpoint cannot hold as it is (not valid JSON, not UTF-8, longer than
+8 MiB) is stored as a stand-in record (:func:`store.agents.native_lines.unreadable_record`: its line number,
+reason, size, SHA-256, a preview and, when small, its bytes), and every record before and after it is captured.
+The stand-in is a function of the line alone, so a later fix of the line changes the file's prefix digest and
+re-capture reports the session ``divergent`` as for any rewritten record. A cut-off last line without its
+newline is taken to be still in the writing and is left for the next capture (``pending_lines``). Lines are
+read in bounded pieces (:func:`read_lines`): an oversized line is hashed as it streams, never held whole.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from store.agents.capture_model import (
     STATUS_DIVERGENT,
     STATUS_UNREADABLE,
 )
+from store.agents.native_lines import Line, parse_line, unreadable_record
 from store.safetext import one_line
 
 _READ_CHUNK = 1 << 20
@@ -54,6 +59,95 @@ class FileScan:
     bytes_read: int = 0
     problem: str = ""
     problem_status: str = ""  # divergent | unreadable
+    unreadable: list[tuple[int, str]] = field(default_factory=list)  # (line, reason) stored as stand-ins (tail)
+
+
+@dataclass
+class RawLine:
+    """One physical line read in bounded pieces."""
+
+    offset: int  # byte offset of the line
+    end: int  # byte offset after the line and its newline
+    raw: bytes  # the line without its newline; for an oversized line only its first bytes
+    complete: bool  # ended with "\n"
+    size: int  # bytes of the whole line without its newline
+    sha256: str = ""  # of the whole line, for an oversized line
+
+    @property
+    def oversized(self) -> bool:
+        return self.size > len(self.raw)
+
+
+_HEAD_BYTES = 64 * 1024
+
+
+def read_lines(fh: Any, start_offset: int) -> Iterator[RawLine]:
+    """The lines of ``fh`` from ``start_offset``, none read whole when longer than :data:`MAX_LINE_BYTES`:
+    such a line keeps its first bytes, its size and its SHA-256, hashed piece by piece."""
+    offset = start_offset
+    limit = MAX_LINE_BYTES + 1
+    while True:
+        chunk = fh.readline(limit)
+        if not chunk:
+            return
+        if chunk.endswith(b"\n"):
+            yield RawLine(offset, offset + len(chunk), chunk[:-1], True, len(chunk) - 1)
+            offset += len(chunk)
+            continue
+        if len(chunk) < limit:  # the file ends without a newline
+            yield RawLine(offset, offset + len(chunk), chunk, False, len(chunk))
+            offset += len(chunk)
+            continue
+        h = hashlib.sha256(chunk)
+        head = chunk[:_HEAD_BYTES]
+        size = len(chunk)
+        del chunk
+        complete = False
+        while True:
+            piece = fh.readline(_READ_CHUNK)
+            if not piece:
+                break
+            if piece.endswith(b"\n"):
+                h.update(piece[:-1])
+                size += len(piece) - 1
+                complete = True
+                break
+            h.update(piece)
+            size += len(piece)
+        end = offset + size + (1 if complete else 0)
+        yield RawLine(offset, end, head, complete, size, h.hexdigest())
+        offset = end
+
+
+def record_bytes(line: RawLine, physical: int) -> tuple[bytes, str]:
+    """The record a checkpoint stores for a line: its compacted JSON, or the stand-in of an unreadable line
+    with the reason ("" for a readable line)."""
+    if line.oversized:
+        reason = f"the line is longer than {MAX_LINE_BYTES} bytes ({line.size} bytes)"
+        return unreadable_record(physical, reason, line.raw, line.size, line.sha256), reason
+    text = line.raw.strip(_TRIM)
+    if len(text) > MAX_LINE_BYTES:  # pragma: no cover - read_lines marks these oversized
+        reason = f"the line is longer than {MAX_LINE_BYTES} bytes"
+        return unreadable_record(physical, reason, line.raw), reason
+    try:
+        decoded = text.decode("utf-8")
+    except UnicodeDecodeError:
+        reason = "the line is not valid UTF-8"
+    else:
+        why = check_json(decoded)
+        if why is None:
+            return compact(text), ""
+        reason = parse_line(Line(physical, text, line.complete)).error or f"not valid JSON ({why})"
+    return unreadable_record(physical, reason, line.raw), reason
+
+
+def pending_line(line: RawLine) -> bool:
+    """A last line without its newline that is not yet a whole record: left for the next capture."""
+    if line.complete:
+        return False
+    if line.oversized:
+        return True
+    return not counts_as_record(line.raw.strip(_TRIM), False)
 
 
 def iter_lines(fh: Any, start_offset: int) -> Iterator[tuple[int, bytes, bool]]:
@@ -121,31 +215,17 @@ def _scan(scan: FileScan, path: Path, rel: str, canonical: FileShape | None, hin
         scan.tail_from = canon_records if canonical is not None else 0
         scan.tail_offset = offset
         keep = scan.tail
-        for line_offset, line, complete in iter_lines(fh, offset):
+        for rl in read_lines(fh, offset):
             physical += 1
-            text = line.strip(_TRIM)
-            if not text:
+            if not rl.oversized and not rl.raw.strip(_TRIM):
                 continue
             in_prefix = records < canon_records
-            if not complete and not counts_as_record(text, complete):
+            if pending_line(rl):
                 scan.pending_lines = 1
                 break
-            if not in_prefix:
-                if len(text) > MAX_LINE_BYTES:
-                    scan.problem, scan.problem_status = (
-                        f"{rel} line {physical} is longer than {MAX_LINE_BYTES} bytes", STATUS_UNREADABLE)
-                    break
-                try:
-                    decoded = text.decode("utf-8")
-                except UnicodeDecodeError:
-                    scan.problem, scan.problem_status = f"{rel} line {physical} is not valid UTF-8", STATUS_DIVERGENT
-                    break
-                why = check_json(decoded)
-                if why:
-                    scan.problem, scan.problem_status = (
-                        f"{rel} line {physical} is not valid JSON ({why})", STATUS_UNREADABLE)
-                    break
-            packed = compact(text)
+            packed, reason = record_bytes(rl, physical)
+            if reason and not in_prefix:
+                scan.unreadable.append((physical, reason))
             hasher.update(packed)
             hasher.update(b"\n")
             records += 1
@@ -159,7 +239,7 @@ def _scan(scan: FileScan, path: Path, rel: str, canonical: FileShape | None, hin
                 if records == canon_records:
                     scan.prefix_records, scan.prefix_digest = records, hasher.hexdigest()
                     scan.prefix_state = hasher.copy()
-                    scan.tail_offset = line_offset + len(line) + (1 if complete else 0)
+                    scan.tail_offset = rl.end
                     if scan.prefix_digest != canonical.digest:  # type: ignore[union-attr]
                         scan.problem, scan.problem_status = (
                             f"{rel} no longer starts with the {canon_records} canonical records", STATUS_DIVERGENT)
@@ -187,17 +267,31 @@ def reread_tail(scan: FileScan) -> Iterator[bytes]:
     if wanted <= 0:
         return
     with scan.path.open("rb") as fh:
-        fh.seek(scan.tail_offset)
-        for _, line, complete in iter_lines(fh, scan.tail_offset):
-            text = line.strip(_TRIM)
-            if not text:
+        fh.seek(0)
+        physical = _lines_before(fh, scan.tail_offset)
+        for rl in read_lines(fh, scan.tail_offset):
+            physical += 1
+            if not rl.oversized and not rl.raw.strip(_TRIM):
                 continue
-            if not complete and not counts_as_record(text, complete):
+            if pending_line(rl):
                 return
-            yield text
+            yield record_bytes(rl, physical)[0]
             wanted -= 1
             if wanted == 0:
                 return
+
+
+def _lines_before(fh: Any, offset: int) -> int:
+    """The number of newlines in the first ``offset`` bytes of ``fh`` (left positioned at ``offset``)."""
+    count = 0
+    left = offset
+    while left > 0:
+        chunk = fh.read(min(_READ_CHUNK, left))
+        if not chunk:
+            break
+        count += chunk.count(b"\n")
+        left -= len(chunk)
+    return count
 
 
 def record_stream(scans: Sequence[FileScan]) -> Iterator[SessionStateRecord]:

@@ -11,7 +11,6 @@ from pathlib import Path
 from store.agents import agentstate
 from store.agents.agentstate import (
     PersistedSessionState,
-    compact,
 )
 from store.agents.capture_discovery import os_reason
 from store.agents.capture_model import (
@@ -22,8 +21,9 @@ from store.agents.capture_model import (
     VerifyResult,
 )
 from store.agents.capture_scan import (
-    counts_as_record,
-    iter_lines,
+    pending_line,
+    read_lines,
+    record_bytes,
 )
 from store.agents.native import (
     AGENT_CODEX,
@@ -44,18 +44,21 @@ _TRIM = b" \t\r\n"
 # ------------------------------------------------------------------------------------------------- verify
 
 
-def _disk_records(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(physical line, compacted record) of a file on disk, stopping before a cut-off last line."""
+def _disk_records(path: Path, unreadable: list[tuple[int, str]]) -> Iterator[tuple[int, bytes]]:
+    """(physical line, stored record) of a file on disk, stopping before a cut-off last line; an unreadable line
+    gives the same stand-in record a capture stores, and is noted in ``unreadable``."""
     with path.open("rb") as fh:
         physical = 0
-        for _, line, complete in iter_lines(fh, 0):
+        for rl in read_lines(fh, 0):
             physical += 1
-            text = line.strip(_TRIM)
-            if not text:
+            if not rl.oversized and not rl.raw.strip(_TRIM):
                 continue
-            if not complete and not counts_as_record(text, complete):
+            if pending_line(rl):
                 return
-            yield physical, compact(text)
+            packed, reason = record_bytes(rl, physical)
+            if reason:
+                unreadable.append((physical, reason))
+            yield physical, packed
 
 
 class _DiskFile:
@@ -63,6 +66,7 @@ class _DiskFile:
 
     def __init__(self, path: Path) -> None:
         self.error = ""
+        self.unreadable: list[tuple[int, str]] = []
         self._records: Iterator[tuple[int, bytes]] = iter(())
         try:
             if not path.is_file():
@@ -71,7 +75,7 @@ class _DiskFile:
         except OSError as exc:
             self.error = f"cannot be read on disk ({os_reason(exc)})"
             return
-        self._records = _disk_records(path)
+        self._records = _disk_records(path, self.unreadable)
 
     def next(self) -> tuple[int, bytes] | None:
         try:
@@ -143,6 +147,11 @@ def verify(sd: SessionDir, agent: str, agent_session_id: str) -> VerifyResult:
             checks.append(FileVerification(shape.path, status, shape.records, shape.digest, disk_count, detail))
             if detail:
                 details.append(detail + ".")
+            if disk.unreadable and status == VERIFIED:
+                first, why = disk.unreadable[0]
+                more = f" and {len(disk.unreadable) - 1} more" if len(disk.unreadable) > 1 else ""
+                details.append(f"{shown} line {first} is unreadable ({one_line(why)}){more}; kept as an "
+                               "unreadable record.")
 
     try:
         with agentstate.state_db(sd) as db:

@@ -11,6 +11,13 @@ and :meth:`NativeTranscript.view` shows one branch per fork (the latest by defau
 children (parallel tool results, progress and hook lines, a replayed copy of a prompt) are recording artifacts,
 not branches. ``compact_boundary`` records continue their ``logicalParentUuid``.
 
+Claude Code 1.0.x wrote a sub-agent's records inline in the session file (``isSidechain: true``): each such
+chain is its own transcript (``NativeTranscript.inline_subagents``, linked as layout ``inline``), never part of
+the main conversation, its first prompt or its title (:func:`typed_prompt`). User-role text the agent injected
+(environment context, AGENTS.md / CLAUDE.md contents, IDE context, system reminders, command wrappers) is a
+``context`` record or block, not a typed prompt. A line a checkpoint stored as an unreadable stand-in reads
+back as the ``unreadable`` item it was.
+
 Codex rollouts are linear: ``session_meta``, turns (``task_started`` … ``task_complete``), messages, reasoning,
 tool calls paired with their outputs by ``call_id``, and ``compacted`` records with their replacement history.
 
@@ -38,10 +45,12 @@ from store.agents.native_model import (
     K_COMPACT_BOUNDARY,
     K_COMPACT_SUMMARY,
     K_COMPACTED,
+    K_CONTEXT,
     K_DEVELOPER,
     K_EVENT,
     K_FILE_SNAPSHOT,
     K_HOOK,
+    K_LAST_PROMPT,
     K_OTHER,
     K_PROGRESS,
     K_QUEUE,
@@ -54,10 +63,12 @@ from store.agents.native_model import (
     K_TOOL_RESULT,
     K_TURN_ABORTED,
     K_TURN_CONTEXT,
+    K_TURN_DURATION,
     K_TURN_END,
     K_TURN_START,
     K_UNREADABLE,
     K_USER,
+    K_WEB_SEARCH,
     PREVIEW_CHARS,
     TASK_TOOL_NAMES,
     Branch,
@@ -120,13 +131,33 @@ def _first_user_text(t: NativeTranscript) -> str:
     return ""
 
 
+def typed_prompt(t: NativeTranscript) -> str:
+    """The first prompt a user typed in ``t``: never injected context (``context`` records and blocks, meta and
+    command records), never a sidechain (a sub-agent's prompt), never Codex IDE context (only the request
+    under it). "" when there is none. This is what a session's title and first prompt are."""
+    if t.agent == AGENT_CODEX:
+        for item in t.items:
+            if item.kind == K_EVENT and item.subtype == "user_message" and "context" not in item.flags \
+                    and item.text.strip():
+                return item.text
+    for item in t.items:
+        if item.kind == K_USER and item.text.strip() and not ({"meta", "command", "sidechain"} & item.flags):
+            if t.agent == AGENT_CODEX and item.text.lstrip().startswith("<"):
+                continue
+            return item.text
+    return ""
+
+
 def link_claude_code_session(
     main: NativeTranscript | None, subagents: Sequence[tuple[NativeTranscript, str]]
 ) -> NativeSession:
     """Link sub-agent transcripts (each with its layout) to the ``Task`` calls of ``main``.
 
     A Task result names its sub-agent in ``toolUseResult.agentId``; where it does not (older versions), the
-    sub-agent whose first prompt equals the Task's ``prompt`` argument is taken.
+    sub-agent whose first prompt equals the Task's ``prompt`` argument is taken. The inline sidechains of
+    ``main`` (Claude Code 1.0.x) are linked the same way (layout ``inline``), or to the Task call they were
+    written under (after the call, before its result). A Task result naming a sub-agent whose file is not
+    present gets a link with layout ``absent`` and an empty transcript, so the call can say so.
     """
     all_uuids = frozenset().union(*(t.uuids for t, _ in subagents)) | (main.uuids if main else frozenset())
     if main is not None and main.summaries:
@@ -134,7 +165,8 @@ def link_claude_code_session(
     tasks = [p for p in (main.tool_pairs if main else ()) if p.name in TASK_TOOL_NAMES]
     links: list[SubAgentLink] = []
     used: set[str] = set()
-    for t, layout in subagents:
+    inline = [(t, "inline") for t in (main.inline_subagents if main else ())]
+    for t, layout in [*inline, *subagents]:
         t = _redo_dangling(t, all_uuids) if t.summaries else t
         agent_id = t.agent_id or _agent_id_from_name(t.path)
         prompt = _first_user_text(t)
@@ -142,11 +174,22 @@ def link_claude_code_session(
         if task is None:
             task = next((p for p in tasks if p.call_id not in used and not p.subagent_id and prompt
                          and _task_prompt(p) == prompt), None)
+        if task is None and layout == "inline" and t.items:
+            start = t.items[0].line  # written between its Task call and that call's result
+            task = next((p for p in tasks if p.call_id not in used and not p.subagent_id
+                         and p.call_line < start and (p.result_line == 0 or p.result_line > start)), None)
         if task is not None:
             used.add(task.call_id)
         links.append(SubAgentLink(agent_id, t, layout, task.call_id if task else "", task.call_line if task else 0,
                                   prompt))
     session_id = main.session_id if main else next((t.session_id for t, _ in subagents if t.session_id), "")
+    known = {link.agent_id for link in links}
+    for p in tasks:
+        if p.subagent_id and p.subagent_id not in known and p.call_id not in used:
+            empty = NativeTranscript(AGENT_CLAUDE_CODE, "", session_id, main.cwd if main else "",
+                                     main.version if main else "", ())
+            links.append(SubAgentLink(p.subagent_id, empty, "absent", p.call_id, p.call_line, _task_prompt(p)))
+            known.add(p.subagent_id)
     return NativeSession(AGENT_CLAUDE_CODE, session_id, main, tuple(links))
 
 
@@ -203,10 +246,12 @@ __all__ = [
     "K_COMPACTED",
     "K_COMPACT_BOUNDARY",
     "K_COMPACT_SUMMARY",
+    "K_CONTEXT",
     "K_DEVELOPER",
     "K_EVENT",
     "K_FILE_SNAPSHOT",
     "K_HOOK",
+    "K_LAST_PROMPT",
     "K_OTHER",
     "K_PROGRESS",
     "K_QUEUE",
@@ -219,10 +264,12 @@ __all__ = [
     "K_TOOL_RESULT",
     "K_TURN_ABORTED",
     "K_TURN_CONTEXT",
+    "K_TURN_DURATION",
     "K_TURN_END",
     "K_TURN_START",
     "K_UNREADABLE",
     "K_USER",
+    "K_WEB_SEARCH",
     "NativeBlock",
     "NativeItem",
     "NativeSession",
@@ -242,4 +289,5 @@ __all__ = [
     "read_codex_file",
     "read_native_file",
     "strip_ansi",
+    "typed_prompt",
 ]

@@ -16,7 +16,10 @@ from store.agents.native_lines import (
     COMMAND_PREFIXES,
     SALVAGE_UUID,
     ParsedLine,
+    compact_fields,
+    context_label,
     dict_of,
+    exit_code_in,
     int_of,
     json_text,
     lines_of,
@@ -34,14 +37,17 @@ from store.agents.native_model import (
     K_ASSISTANT,
     K_COMPACT_BOUNDARY,
     K_COMPACT_SUMMARY,
+    K_CONTEXT,
     K_FILE_SNAPSHOT,
     K_HOOK,
+    K_LAST_PROMPT,
     K_OTHER,
     K_PROGRESS,
     K_QUEUE,
     K_SUMMARY,
     K_SYSTEM,
     K_TOOL_RESULT,
+    K_TURN_DURATION,
     K_UNREADABLE,
     K_USER,
     TASK_TOOL_NAMES,
@@ -54,25 +60,36 @@ from store.agents.native_model import (
     SummaryRef,
     ToolPair,
 )
+from store.times import duration
 
 # ----------------------------------------------------------------------------------------------- Claude Code
+
+# Fields every kind of record may carry: left out of the compact view of a record type not known here.
+ENVELOPE = ("parentUuid", "logicalParentUuid", "isSidechain", "userType", "cwd", "sessionId", "version", "gitBranch",
+            "type", "subtype", "uuid", "timestamp", "slug", "agentId", "requestId", "isMeta", "level", "entrypoint")
+
+
+def _text_block(text: str) -> NativeBlock:
+    """A text block, or a ``context`` block (labelled in ``tool_name``) when the agent injected the text."""
+    label = context_label(text)
+    return NativeBlock("context", text, tool_name=label) if label else NativeBlock("text", text)
 
 
 def _claude_blocks(content: object) -> tuple[NativeBlock, ...]:
     if isinstance(content, str):
-        return (NativeBlock("text", strip_ansi(content)),)
+        return (_text_block(strip_ansi(content)),)
     if not isinstance(content, list):
         return ()
     out: list[NativeBlock] = []
     for block in content:
         if isinstance(block, str):
-            out.append(NativeBlock("text", block))
+            out.append(_text_block(block))
             continue
         if not isinstance(block, dict):
             continue
         kind = text_of(block.get("type"))
         if kind == "text":
-            out.append(NativeBlock("text", strip_ansi(text_of(block.get("text")))))
+            out.append(_text_block(strip_ansi(text_of(block.get("text")))))
         elif kind == "thinking":
             out.append(NativeBlock("thinking", text_of(block.get("thinking"))))
         elif kind == "redacted_thinking":
@@ -82,12 +99,15 @@ def _claude_blocks(content: object) -> tuple[NativeBlock, ...]:
             name = text_of(block.get("name"))
             out.append(NativeBlock("tool_use", tool_text(name, args), text_of(block.get("id")), name, args))
         elif kind == "tool_result":
+            text = strip_ansi(result_text(block.get("content")))
+            is_error = block.get("is_error") is True
             out.append(
                 NativeBlock(
                     "tool_result",
-                    strip_ansi(result_text(block.get("content"))),
+                    text,
                     text_of(block.get("tool_use_id")),
-                    is_error=block.get("is_error") is True,
+                    is_error=is_error,
+                    exit_code=exit_code_in(text) if is_error else None,
                 )
             )
         elif kind == "image":
@@ -97,6 +117,16 @@ def _claude_blocks(content: object) -> tuple[NativeBlock, ...]:
         else:
             out.append(NativeBlock("other", f"[{kind or 'block'}]"))
     return tuple(out)
+
+
+def _result_exit_code(tur: object) -> int | None:
+    """The exit code a ``toolUseResult`` names (``exitCode`` / ``exit_code`` / ``returnCode``), if any."""
+    d = dict_of(tur)
+    for key in ("exitCode", "exit_code", "returnCode"):
+        code = int_of(d.get(key))
+        if code is not None:
+            return code
+    return None
 
 
 def _claude_item(index: int, p: ParsedLine) -> NativeItem:
@@ -121,6 +151,8 @@ def _claude_item(index: int, p: ParsedLine) -> NativeItem:
         message = dict_of(obj.get("message"))
         role = text_of(message.get("role")) or rtype
         blocks = _claude_blocks(message.get("content"))
+        if rtype != "user":  # only user-role text can be injected context
+            blocks = tuple(replace(b, kind="text", tool_name="") if b.kind == "context" else b for b in blocks)
         tool_ids = tuple(b.tool_id for b in blocks if b.kind in ("tool_use", "tool_result") and b.tool_id)
         text = "\n".join(b.text for b in blocks if b.kind in ("text", "tool_result"))
         if rtype == "assistant":
@@ -137,6 +169,16 @@ def _claude_item(index: int, p: ParsedLine) -> NativeItem:
             tur = obj.get("toolUseResult")
             if isinstance(tur, dict) and text_of(tur.get("agentId")):
                 common["agent_id"] = text_of(tur.get("agentId"))
+            code = _result_exit_code(tur)
+            if code is not None and len(blocks) == 1:
+                blocks = (replace(blocks[0], exit_code=code, is_error=blocks[0].is_error or code != 0),)
+        elif rtype == "user" and not text.strip() and any(b.kind == "context" for b in blocks):
+            kind = K_CONTEXT
+            context = [b for b in blocks if b.kind == "context"]
+            common["subtype"] = context[0].tool_name
+            text = "\n".join(b.text for b in context)
+            if text.lstrip().startswith(COMMAND_PREFIXES):
+                flags.add("command")
         else:
             kind = K_USER
             if text.lstrip().startswith(COMMAND_PREFIXES):
@@ -167,6 +209,15 @@ def _claude_item(index: int, p: ParsedLine) -> NativeItem:
                 text += f" ({len(errors)} errors)"
             return NativeItem(index, line, K_HOOK, role="system", text=text, subtype=subtype, flags=frozenset(flags),
                               **common)
+        if subtype == "turn_duration":
+            ms = obj.get("durationMs")
+            seconds = ms / 1000 if isinstance(ms, (int, float)) and not isinstance(ms, bool) else None
+            text = ("Turn took " + (f"{seconds:.1f} s" if seconds < 120 else duration(int(seconds))) + f" ({ms:,} ms)"
+                    if seconds is not None else "Turn duration (not recorded)")
+            return NativeItem(index, line, K_TURN_DURATION, role="system", text=text, subtype=subtype,
+                              flags=frozenset(flags), **common)
+        if not content.strip():
+            content = compact_fields(obj, ENVELOPE + ("content",))
         return NativeItem(index, line, K_SYSTEM, role="system", text=content, subtype=subtype, flags=frozenset(flags),
                           **common)
     if rtype == "summary":
@@ -182,11 +233,40 @@ def _claude_item(index: int, p: ParsedLine) -> NativeItem:
         common["leaf_uuid"] = text_of(obj.get("messageId"))
         return NativeItem(index, line, K_FILE_SNAPSHOT, text="File history snapshot", flags=frozenset(flags), **common)
     if rtype == "queue-operation":
-        text = f"Queue: {text_of(obj.get('operation'))} {preview(text_of(obj.get('content')))}".strip()
-        return NativeItem(index, line, K_QUEUE, text=text, subtype=text_of(obj.get("operation")), flags=frozenset(flags),
-                          **common)
-    return NativeItem(index, line, K_OTHER, text=rtype or preview(p.text), subtype=rtype, flags=frozenset(flags),
+        op = text_of(obj.get("operation"))
+        what = {"enqueue": "prompt queued", "dequeue": "queued prompt sent", "remove": "queued prompt removed",
+                "popAll": "queued prompts taken back"}.get(op, op or "operation")
+        queued = preview(text_of(obj.get("content")))
+        text = what + (f": {queued}" if queued else "")
+        return NativeItem(index, line, K_QUEUE, text=text, subtype=op, flags=frozenset(flags), **common)
+    if rtype == "last-prompt":
+        last = text_of(obj.get("lastPrompt"))
+        return NativeItem(index, line, K_LAST_PROMPT, text=f"Last prompt in the input box: {last}" if last else
+                          "Last prompt: (empty)", subtype=rtype, flags=frozenset(flags), **common)
+    text = f"{rtype or 'record'}: {compact_fields(obj, ENVELOPE)}" if isinstance(obj, dict) else preview(p.text)
+    return NativeItem(index, line, K_OTHER, text=text, subtype=rtype, flags=frozenset(flags | {"unknown_type"}),
                       **common)
+
+
+def _compactions(items: list[NativeItem]) -> tuple[Compaction, ...]:
+    """One compaction per ``compact_boundary``, its ``isCompactSummary`` record (the next one, or the one under
+    it) giving its summary; a summary without a boundary before it is a compaction of its own."""
+    out: list[Compaction] = []
+    open_boundary: tuple[int, str] | None = None  # (index in out, boundary uuid) still waiting for its summary
+    for item in items:
+        if item.kind == K_COMPACT_BOUNDARY:
+            out.append(Compaction(item.line, item.kind, item.subtype, item.tokens, ""))
+            open_boundary = (len(out) - 1, item.uuid)
+        elif item.kind == K_COMPACT_SUMMARY:
+            if open_boundary is not None:
+                n, _ = open_boundary
+                out[n] = replace(out[n], summary=item.text)
+                open_boundary = None
+            else:
+                out.append(Compaction(item.line, item.kind, item.subtype, item.tokens, item.text))
+        elif item.kind in (K_USER, K_ASSISTANT) and open_boundary is not None:
+            open_boundary = None
+    return tuple(out)
 
 
 def _is_prompt(item: NativeItem) -> bool:
@@ -196,7 +276,13 @@ def _is_prompt(item: NativeItem) -> bool:
 def parse_claude_code(
     source: Iterable[bytes | str] | bytes, path: str = "", *, known_uuids: frozenset[str] = frozenset()
 ) -> NativeTranscript:
-    """Read the lines of one Claude Code JSONL file (a session or a sub-agent file)."""
+    """Read the lines of one Claude Code JSONL file (a session or a sub-agent file).
+
+    Claude Code 1.0.x wrote a sub-agent's (Task's) records inline in the session file, each with
+    ``isSidechain: true`` and the sub-agent's first prompt as a root (``parentUuid: null``). In a file that also
+    holds the main conversation, each such chain becomes its own transcript in ``inline_subagents`` (its items
+    keep their line numbers) and is left out of ``items``, so it is never read as the user's conversation; a file
+    of sidechain records only (a sub-agent file) is read as it is."""
     items: list[NativeItem] = []
     session_id = cwd = version = ""
     for p in (parse_line(line) for line in lines_of(source)):
@@ -205,6 +291,54 @@ def parse_claude_code(
             session_id = session_id or text_of(p.obj.get("sessionId"))
             cwd = cwd or text_of(p.obj.get("cwd"))
             version = version or text_of(p.obj.get("version"))
+    main, groups = _split_sidechains(items)
+    if not groups:
+        return _assemble(items, path, session_id, cwd, version, known_uuids)
+    subs = tuple(
+        replace(_assemble([replace(it, index=k) for k, it in enumerate(g)], path, session_id, cwd, version,
+                          known_uuids), agent_id=inline_agent_id(g[0]))
+        for g in groups
+    )
+    t = _assemble([replace(it, index=k) for k, it in enumerate(main)], path, session_id, cwd, version, known_uuids)
+    return replace(t, inline_subagents=subs, uuids=t.uuids.union(*(x.uuids for x in subs)))
+
+
+def inline_agent_id(root: NativeItem) -> str:
+    """The id an inline sidechain is known by: its own ``agentId`` when it has one, else ``inline-`` and the
+    first 8 characters of its root record's uuid (or its line)."""
+    if root.agent_id:
+        return root.agent_id
+    return f"inline-{root.uuid[:8]}" if root.uuid else f"inline-line{root.line}"
+
+
+def _split_sidechains(items: list[NativeItem]) -> tuple[list[NativeItem], list[list[NativeItem]]]:
+    """The main conversation and the inline sidechain chains of a file (none when every record with a uuid is a
+    sidechain: a sub-agent file)."""
+    with_uuid = [i for i in items if i.uuid and i.kind != K_UNREADABLE]
+    if not any("sidechain" in i.flags for i in with_uuid) or all("sidechain" in i.flags for i in with_uuid):
+        return items, []
+    group_of: dict[str, int] = {}
+    groups: list[list[NativeItem]] = []
+    main: list[NativeItem] = []
+    for item in items:
+        if "sidechain" not in item.flags or item.kind == K_UNREADABLE:
+            main.append(item)
+            continue
+        g = group_of.get(item.parent_uuid) if item.parent_uuid else None
+        if g is None and item.agent_id:
+            g = next((n for n, grp in enumerate(groups) if grp[0].agent_id == item.agent_id), None)
+        if g is None:
+            g = len(groups)
+            groups.append([])
+        groups[g].append(item)
+        if item.uuid:
+            group_of.setdefault(item.uuid, g)
+    return main, groups
+
+
+def _assemble(items: list[NativeItem], path: str, session_id: str, cwd: str, version: str,
+              known_uuids: frozenset[str]) -> NativeTranscript:
+    """A transcript of read items: the uuid graph, forks, tool pairs, summaries and compactions."""
 
     # Graph: the first occurrence of a uuid is the node; a later copy of the same uuid is a replay.
     node: dict[str, int] = {}
@@ -315,7 +449,7 @@ def parse_claude_code(
             r_index, r_block = got
             sub = items[r_index].agent_id if b.tool_name in TASK_TOOL_NAMES else ""
             pairs.append(ToolPair(b.tool_id, b.tool_name, b.arguments, item.line, items[r_index].line, r_block.text,
-                                  r_block.is_error, False, sub))
+                                  r_block.is_error, False, sub, r_block.exit_code))
 
     uuids = frozenset(node) | known_uuids
     summaries = tuple(
@@ -326,11 +460,7 @@ def parse_claude_code(
     for s in summaries:
         if s.dangling:
             flags[next(i for i, it in enumerate(items) if it.line == s.line)].add("dangling_leaf")
-    compactions = tuple(
-        Compaction(item.line, item.kind, item.subtype, item.tokens, item.text if item.kind == K_COMPACT_SUMMARY else "")
-        for item in items
-        if item.kind in (K_COMPACT_BOUNDARY, K_COMPACT_SUMMARY)
-    )
+    compactions = _compactions(items)
 
     final = tuple(
         replace(

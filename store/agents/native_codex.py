@@ -14,6 +14,9 @@ from typing import Any
 
 from store.agents.native_lines import (
     ParsedLine,
+    codex_output,
+    compact_fields,
+    context_label,
     dict_of,
     int_of,
     json_text,
@@ -22,6 +25,7 @@ from store.agents.native_lines import (
     parse_line,
     preview,
     result_text,
+    split_ide_request,
     strip_ansi,
     text_of,
     tool_text,
@@ -31,6 +35,7 @@ from store.agents.native_model import (
     AGENT_CODEX,
     K_ASSISTANT,
     K_COMPACTED,
+    K_CONTEXT,
     K_DEVELOPER,
     K_EVENT,
     K_OTHER,
@@ -45,6 +50,7 @@ from store.agents.native_model import (
     K_TURN_END,
     K_TURN_START,
     K_USER,
+    K_WEB_SEARCH,
     Compaction,
     NativeBlock,
     NativeItem,
@@ -75,6 +81,25 @@ def _codex_content(content: object) -> tuple[NativeBlock, ...]:
     return tuple(out)
 
 
+def _context_blocks(blocks: tuple[NativeBlock, ...]) -> tuple[NativeBlock, ...]:
+    """User text blocks with injected context marked ``context`` (labelled in ``tool_name``); IDE context is
+    split into its context and the request typed under ``## My request for Codex:``."""
+    out: list[NativeBlock] = []
+    for b in blocks:
+        label = context_label(b.text) if b.kind == "text" else ""
+        if not label:
+            out.append(b)
+            continue
+        context, request = split_ide_request(b.text)
+        if context:
+            out.append(NativeBlock("context", context, tool_name=label))
+            if request:
+                out.append(NativeBlock("text", request))
+        else:
+            out.append(NativeBlock("context", b.text, tool_name=label))
+    return tuple(out)
+
+
 def _encrypted_label(value: str) -> str:
     return f"[encrypted reasoning, {len(value)} characters]"
 
@@ -84,10 +109,19 @@ def _codex_response(index: int, line: int, payload: dict[str, Any], common: dict
     if ptype == "message":
         role = text_of(payload.get("role"))
         blocks = _codex_content(payload.get("content"))
-        text = "\n".join(b.text for b in blocks)
         kind = {"user": K_USER, "assistant": K_ASSISTANT, "developer": K_DEVELOPER, "system": K_SYSTEM}.get(role, K_OTHER)
-        return NativeItem(index, line, kind, role=role, text=text, blocks=blocks, subtype=text_of(payload.get("phase")),
-                          **common)
+        subtype = text_of(payload.get("phase"))
+        if role == "user":
+            blocks = _context_blocks(blocks)
+            typed = [b for b in blocks if b.kind != "context"]
+            if blocks and not any(b.kind == "text" and b.text.strip() for b in typed):
+                kind, subtype = K_CONTEXT, next(b.tool_name for b in blocks if b.kind == "context")
+                text = "\n".join(b.text for b in blocks if b.kind == "context")
+            else:
+                text = "\n".join(b.text for b in typed)
+        else:
+            text = "\n".join(b.text for b in blocks)
+        return NativeItem(index, line, kind, role=role, text=text, blocks=blocks, subtype=subtype, **common)
     if ptype == "reasoning":
         parts: list[NativeBlock] = []
         for s in list_of(payload.get("summary")):
@@ -116,15 +150,28 @@ def _codex_response(index: int, line: int, payload: dict[str, Any], common: dict
     if ptype in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
         out = payload.get("output")
         is_error = False
+        exit_code: int | None = None
         if isinstance(out, dict):
             is_error = out.get("success") is False
             out = out.get("content", out)
+        if isinstance(out, str):
+            out, exit_code = codex_output(out)
+            is_error = is_error or (exit_code is not None and exit_code != 0)
         text = strip_ansi(result_text(out))
         call_id = text_of(payload.get("call_id"))
-        block = NativeBlock("tool_result", text, call_id, is_error=is_error)
+        block = NativeBlock("tool_result", text, call_id, is_error=is_error, exit_code=exit_code)
         return NativeItem(index, line, K_TOOL_RESULT, role="tool", text=text, blocks=(block,),
                           tool_ids=(call_id,) if call_id else (), subtype=ptype, **common)
-    return NativeItem(index, line, K_OTHER, text=ptype or "response item", subtype=ptype, **common)
+    if ptype == "web_search_call":
+        action = dict_of(payload.get("action"))
+        query = text_of(action.get("query")) or text_of(action.get("url")) or text_of(action.get("pattern"))
+        what = text_of(action.get("type")) or "search"
+        status = text_of(payload.get("status"))
+        text = f"Web {what}" + (f": {query}" if query else "") + (f" · {status}" if status else "")
+        return NativeItem(index, line, K_WEB_SEARCH, role="assistant", text=text, subtype=ptype,
+                          flags=frozenset({"error"}) if status == "failed" else frozenset(), **common)
+    return NativeItem(index, line, K_OTHER, text=f"{ptype or 'response item'}: {compact_fields(payload, ('type',))}",
+                      subtype=ptype, flags=frozenset({"unknown_type"}), **common)
 
 
 def _codex_item(index: int, p: ParsedLine, turn_id: str) -> NativeItem:
@@ -142,7 +189,8 @@ def _codex_item(index: int, p: ParsedLine, turn_id: str) -> NativeItem:
     if not rtype and "id" in obj and "instructions" in obj:
         return NativeItem(index, line, K_SESSION_META, text=f"Session {text_of(obj.get('id'))}", **common)
     if not isinstance(payload, dict):
-        return NativeItem(index, line, K_OTHER, text=rtype or preview(p.text), subtype=rtype, **common)
+        return NativeItem(index, line, K_OTHER, text=f"{rtype or 'record'}: {compact_fields(obj, ('type', 'timestamp'))}",
+                          subtype=rtype, flags=frozenset({"unknown_type"}), **common)
     if rtype == "session_meta":
         parts = [f"Codex {text_of(payload.get('cli_version'))}".strip(), text_of(payload.get("originator")),
                  text_of(payload.get("cwd"))]
@@ -170,7 +218,8 @@ def _codex_item(index: int, p: ParsedLine, turn_id: str) -> NativeItem:
             return NativeItem(index, line, K_TURN_END, text="Turn complete", subtype=etype, **common)
         if etype == "turn_aborted":
             common["turn_id"] = text_of(payload.get("turn_id")) or turn_id
-            return NativeItem(index, line, K_TURN_ABORTED, text=f"Turn aborted: {text_of(payload.get('reason'))}",
+            reason = text_of(payload.get("reason"))
+            return NativeItem(index, line, K_TURN_ABORTED, text=f"Turn aborted: {reason}" if reason else "Turn aborted",
                               subtype=etype, **common)
         if etype == "token_count":
             info = dict_of(payload.get("info"))
@@ -179,10 +228,20 @@ def _codex_item(index: int, p: ParsedLine, turn_id: str) -> NativeItem:
             text = f"Tokens: {tokens}" if tokens is not None else "Rate limits"
             return NativeItem(index, line, K_TOKEN_COUNT, text=text, tokens=tokens, subtype=etype, **common)
         mirror = etype in ("user_message", "agent_message", "agent_reasoning", "agent_reasoning_raw_content")
-        text = text_of(payload.get("message")) or text_of(payload.get("text")) or etype
+        text = text_of(payload.get("message")) or text_of(payload.get("text"))
+        if not text:
+            text = f"{etype or 'event'}: {compact_fields(payload, ('type',))}"
+        if etype == "user_message":  # the prompt as typed: IDE context left out, injected text marked
+            context, request = split_ide_request(text)
+            if context:
+                text = request
+            elif context_label(text):
+                return NativeItem(index, line, K_EVENT, text=strip_ansi(text), subtype=etype,
+                                  flags=frozenset({"mirror", "context"}), **common)
         return NativeItem(index, line, K_EVENT, text=strip_ansi(text), subtype=etype,
                           flags=frozenset({"mirror"}) if mirror else frozenset(), **common)
-    return NativeItem(index, line, K_OTHER, text=rtype, subtype=rtype, **common)
+    return NativeItem(index, line, K_OTHER, text=f"{rtype or 'record'}: {compact_fields(payload)}", subtype=rtype,
+                      flags=frozenset({"unknown_type"}), **common)
 
 
 def parse_codex(source: Iterable[bytes | str] | bytes, path: str = "") -> NativeTranscript:
@@ -243,6 +302,9 @@ def parse_codex(source: Iterable[bytes | str] | bytes, path: str = "") -> Native
             close(item.line, True, False)
         elif item.kind == K_TURN_ABORTED and open_turn is not None:
             close(item.line, False, True)
+        elif item.kind == K_TURN_ABORTED:  # Codex 0.4x recorded no task_started: the abort is the turn's only mark
+            turns.append(Turn(item.turn_id, item.line, item.line, False, True, per_turn.get(item.turn_id, 0)
+                              if item.turn_id else 0))
     close(0, False, False)
 
     # Calls and outputs by call_id.
@@ -263,7 +325,7 @@ def parse_codex(source: Iterable[bytes | str] | bytes, path: str = "") -> Native
         else:
             rb = items[j].blocks[0]
             pairs.append(ToolPair(b.tool_id, b.tool_name, b.arguments, item.line, items[j].line, rb.text,
-                                  rb.is_error, False))
+                                  rb.is_error, False, exit_code=rb.exit_code))
     compactions = tuple(
         Compaction(item.line, K_COMPACTED, "", None, item.text, len(replacement_history.get(item.index, ())),
                    replacement_history.get(item.index, ()))

@@ -24,6 +24,7 @@ from store.agents.native import (
     K_COMPACT_BOUNDARY,
     K_COMPACT_SUMMARY,
     K_COMPACTED,
+    K_CONTEXT,
     K_EVENT,
     K_FILE_SNAPSHOT,
     K_HOOK,
@@ -35,6 +36,7 @@ from store.agents.native import (
     K_TURN_CONTEXT,
     K_UNREADABLE,
     NativeItem,
+    NativeSession,
     NativeTranscript,
     ToolPair,
 )
@@ -113,6 +115,8 @@ def native_markdown(t: NativeTranscript, selection: Mapping[str, int] | None = N
             out += [f"## Summary · line {item.line}", "", f"{item.text}", "", f"*leaf `{one_line(item.leaf_uuid)}`{dangling}*", ""]
             continue
         role = "compact summary" if item.kind == K_COMPACT_SUMMARY else one_line(item.role or item.kind)
+        if item.kind == K_CONTEXT:
+            role = f"context ({one_line(item.subtype) or 'injected'})"
         out += [f"## {role} · line {item.line}{stamp}", ""]
         if item.parent_state == "unreadable":
             out += [f"*Its parent is the unreadable line {item.parent_line}.*", ""]
@@ -140,6 +144,9 @@ def native_markdown(t: NativeTranscript, selection: Mapping[str, int] | None = N
                 if b.tool_id not in calls:
                     out += [f"Result of `{one_line(b.tool_id) or '?'}`" + (" — error:" if b.is_error else ":"), "",
                             _fence(b.text), ""]
+            elif b.kind == "context":
+                n = len(b.text.splitlines()) or 1
+                out += [f"*Context: {one_line(b.tool_name)} ({n} line{'' if n == 1 else 's'}, injected, not typed)*", ""]
             elif b.kind not in ("text", "thinking", "reasoning_summary"):
                 out += [f"*{b.text}*", ""]
         if not item.blocks and item.text:
@@ -173,6 +180,76 @@ def native_json(t: NativeTranscript, selection: Mapping[str, int] | None = None)
     return json_dumps(doc, indent=2) + "\n"
 
 
+def session_messages(session: NativeSession) -> list[dict[str, object]]:
+    """Every record of a session in file order, as ``show --format json`` gives them: the main transcript with
+    its inline sidechains in their lines, then each sub-agent file. Each message has ``file``, ``line``,
+    ``kind``, ``role``, ``text``, ``timestamp``, ``sidechain``, ``agent_id`` (the sub-agent, or null),
+    ``is_error`` and ``exit_code`` (tool results; false / null otherwise), ``interrupted`` (calls), ``tool_calls``
+    where the record makes calls, and ``reason`` for an unreadable line."""
+    out: list[dict[str, object]] = []
+    inline = {link.transcript.path + "\0" + str(link.transcript.items[0].line): link
+              for link in session.subagents if link.layout == "inline" and link.transcript.items}
+    if session.main is not None:
+        rows: list[tuple[int, NativeItem, NativeTranscript, str]] = [(i.line, i, session.main, "") for i in session.main.items]
+        for link in inline.values():
+            rows.extend((i.line, i, link.transcript, link.agent_id) for i in link.transcript.items)
+        rows.sort(key=lambda r: r[0])
+        out.extend(_message(item, t, agent) for _, item, t, agent in rows)
+    for link in session.subagents:
+        if link.layout in ("inline", "absent"):
+            continue
+        out.extend(_message(item, link.transcript, link.agent_id) for item in link.transcript.items)
+    return out
+
+
+def _message(item: NativeItem, t: NativeTranscript, agent_id: str) -> dict[str, object]:
+    pairs = _pairs(t)
+    calls = []
+    for b in item.blocks:
+        if b.kind == "tool_use":
+            pair = pairs.get(b.tool_id)
+            calls.append({"id": b.tool_id, "name": b.tool_name, "arguments": b.arguments,
+                          "result_line": pair.result_line if pair else 0,
+                          "interrupted": pair is None or pair.interrupted,
+                          "is_error": bool(pair and pair.is_error),
+                          "exit_code": pair.exit_code if pair else None})
+    results = [b for b in item.blocks if b.kind == "tool_result"]
+    sidechain = bool(agent_id) or "sidechain" in item.flags
+    msg: dict[str, object] = {
+        "file": t.path, "line": item.line, "kind": item.kind, "role": item.role, "text": item.text,
+        "timestamp": item.timestamp, "sidechain": sidechain,
+        "agent_id": (agent_id or item.agent_id or t.agent_id or None) if sidechain else None,
+        "is_error": any(b.is_error for b in results) or "error" in item.flags,
+        "exit_code": next((b.exit_code for b in results if b.exit_code is not None), None),
+        "interrupted": any(bool(c["interrupted"]) for c in calls),
+        "flags": sorted(item.flags),
+    }
+    if item.subtype:
+        msg["subtype"] = item.subtype
+    if calls:
+        msg["tool_calls"] = calls
+    if item.kind == K_UNREADABLE:
+        msg["reason"] = item.error
+        msg["raw"] = item.raw
+    return msg
+
+
+def session_markdown(session: NativeSession, *, title: str = "") -> str:
+    """A session as Markdown: the main transcript, then each sub-agent under a heading naming its Task call."""
+    parts: list[str] = []
+    if session.main is not None:
+        parts.append(native_markdown(session.main, title=title))
+    for link in session.subagents:
+        where = f"Task call `{one_line(link.task_call_id)}` at line {link.task_line}" if link.task_call_id else \
+            "no Task call names it"
+        head = f"Sub-agent {one_line(link.agent_id) or '?'} ({one_line(link.layout)} layout; {where})"
+        if link.layout == "absent":
+            parts.append(f"# {head}\n\nsub-agent {one_line(link.agent_id)}: file not present\n")
+            continue
+        parts.append(native_markdown(link.transcript, title=head))
+    return "\n".join(parts) if parts else safe("(no records)\n")
+
+
 def export_file_name(t: NativeTranscript, fmt: ExportFormat = "markdown", agent_id: str = "") -> str:
     """The default file name of an export of ``t``: its session id (or file stem), with ``-<agent id>`` for a
     sub-agent, sanitized by :func:`store.exports.default_name` so it never leaves the folder it is joined to."""
@@ -194,4 +271,4 @@ def write_native_export(t: NativeTranscript, path: str | os.PathLike[str], fmt: 
 
 
 __all__ = ["EXTENSIONS", "ExportFormat", "export_file_name", "native_export_text", "native_json", "native_markdown",
-           "write_native_export"]
+           "session_markdown", "session_messages", "write_native_export"]

@@ -15,6 +15,7 @@ AGENT_CODEX = "codex"
 
 # Item kinds.
 K_USER = "user"
+K_CONTEXT = "context"  # a user-role message the agent injected (environment, AGENTS.md, IDE, reminders, commands)
 K_ASSISTANT = "assistant"
 K_DEVELOPER = "developer"
 K_TOOL_RESULT = "tool_result"
@@ -36,10 +37,18 @@ K_TURN_ABORTED = "turn_aborted"
 K_REASONING = "reasoning"
 K_TOKEN_COUNT = "token_count"
 K_EVENT = "event"
+K_LAST_PROMPT = "last_prompt"  # Claude Code 2.1: the prompt left in the input box (``last-prompt``)
+K_TURN_DURATION = "turn_duration"  # Claude Code 2.1: ``system`` / ``turn_duration`` with ``durationMs``
+K_WEB_SEARCH = "web_search"  # Codex: a ``web_search_call`` response item (no call id, no output)
 K_OTHER = "other"
 K_UNREADABLE = "unreadable"
 
 TASK_TOOL_NAMES = frozenset({"Task", "Agent"})
+
+# The record a checkpoint stores in place of a line it cannot hold (not JSON, not UTF-8, longer than a record
+# may be): valid JSON naming the line, why it is unreadable, its size and SHA-256, a preview of its text and,
+# when small enough, its bytes (``raw_b64``). Read back, it is an ``unreadable`` item like the line itself.
+UNREADABLE_RECORD = "sessionscope-unreadable-line"
 PREVIEW_CHARS = 120
 
 # ---------------------------------------------------------------------------------------------- dataclasses
@@ -50,12 +59,13 @@ class NativeBlock:
     """One content block, normalised for display."""
 
     kind: str  # text | thinking | redacted_thinking | tool_use | tool_result | image | reasoning_summary
-    #            | encrypted_reasoning | document | other
+    #            | encrypted_reasoning | document | context (injected text; tool_name holds its label) | other
     text: str
     tool_id: str = ""
     tool_name: str = ""
     arguments: str = ""  # JSON text of the call's input / arguments
     is_error: bool = False
+    exit_code: int | None = None  # a tool result: the command's exit code, where the record gives one
 
 
 @dataclass(frozen=True)
@@ -96,6 +106,7 @@ class ToolPair:
     is_error: bool
     interrupted: bool
     subagent_id: str = ""
+    exit_code: int | None = None
 
 
 @dataclass(frozen=True)
@@ -163,6 +174,13 @@ class NativeTranscript:
     turns: tuple[Turn, ...] = ()
     agent_id: str = ""  # the sub-agent id when every record is a sidechain of one agent
     uuids: frozenset[str] = field(default=frozenset(), repr=False)
+    # Claude Code 1.0.x: sub-agent chains written inline in this file (``isSidechain``), not in ``items``.
+    inline_subagents: tuple[NativeTranscript, ...] = ()
+
+    @property
+    def file_records(self) -> int:
+        """Records of the file: these items and those of the inline sub-agents."""
+        return len(self.items) + sum(t.file_records for t in self.inline_subagents)
 
     @property
     def records(self) -> int:
@@ -203,6 +221,8 @@ class SubAgentLink:
     agent_id: str
     transcript: NativeTranscript
     layout: str  # "subagents" (<session>/subagents/agent-<id>.jsonl) | "project_root" (agent-<id>.jsonl)
+    #              | "inline" (Claude Code 1.0.x: sidechain records in the session file itself)
+    #              | "absent" (a Task result names it, but its file is not present: an empty transcript)
     task_call_id: str  # "" when no Task call of the parent names it
     task_line: int
     prompt: str

@@ -97,23 +97,6 @@ def _check_target(dst: Path) -> None:
         raise RepairCopyRefused(f"Refused: {exc}") from None
 
 
-def _reparented(raw: bytes, old: str, new: str, readable: bool) -> bytes:
-    """``raw`` with its ``parentUuid`` changed from ``old`` to ``new`` (only that text where it is unique)."""
-    needle = _dump({"parentUuid": old})[1:-1]
-    if raw.count(needle) == 1:
-        return raw.replace(needle, _dump({"parentUuid": new})[1:-1])
-    if not readable:
-        return raw  # an unreadable line is copied as it is
-    try:
-        obj = json.loads(raw)
-    except (ValueError, RecursionError):
-        return raw
-    if not isinstance(obj, dict):
-        return raw
-    obj["parentUuid"] = new
-    return _dump(obj)
-
-
 def _call_record(raw: bytes) -> dict[str, Any]:
     try:
         obj = json.loads(raw)
@@ -122,16 +105,45 @@ def _call_record(raw: bytes) -> dict[str, Any]:
     return obj if isinstance(obj, dict) else {}
 
 
+def _groups(transcript_items: list[Any], agent: str, objs: dict[int, dict[str, Any]]) -> dict[int, int]:
+    """call line -> the last line of its parallel group: the run of consecutive records that make calls (Claude
+    Code: of one assistant message, by ``message.id``), after which the agent writes the results."""
+    anchor: dict[int, int] = {}
+    run: list[int] = []
+    run_message = ""
+
+    def close() -> None:
+        for line in run:
+            anchor[line] = run[-1]
+
+    for item in transcript_items:
+        makes_call = any(b.kind == "tool_use" for b in item.blocks)
+        message = ""
+        if agent == AGENT_CLAUDE_CODE and makes_call:
+            msg = objs.get(item.line, {}).get("message")
+            message = str(msg["id"]) if isinstance(msg, dict) and isinstance(msg.get("id"), str) else ""
+        if makes_call and run and (agent != AGENT_CLAUDE_CODE or not message or message == run_message):
+            run.append(item.line)
+            continue
+        close()
+        run, run_message = ([item.line], message) if makes_call else ([], "")
+    close()
+    return anchor
+
+
 def export_repaired_copy(path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> ExportResult:
     """Write a copy of a Claude Code or Codex transcript in which every interrupted call (a call with no
-    result) is closed by a synthetic ``"interrupted"`` error result placed right after it.
+    result) is closed by a synthetic ``"interrupted"`` error result.
+
+    The synthetic results are placed after all the calls of their parallel group (the records of one assistant
+    message that make calls, written one after another), as the agents lay out results; in a Claude Code copy
+    they chain on from the group's last record. **No original line changes**: the copy minus the synthetic
+    lines is the original byte for byte.
 
     The original is only read. The copy is written through :func:`store.exports.write_file`: ``out_path`` must
     be a new file in an existing folder, not a symbolic link (live or dangling) and not the original; otherwise
     :class:`RepairCopyRefused` (a :class:`RepairRefused` and an :class:`~store.exports.ExportRefused`) says
-    why in one sentence naming the real target, and nothing is written. Every other line is copied byte for
-    byte; in a Claude Code copy the record that continued from the interrupted call is re-parented onto the
-    synthetic result (only its ``parentUuid`` text changes), so the chain stays linear.
+    why in one sentence naming the real target, and nothing is written.
     """
     src = Path(path)
     dst = Path(out_path)
@@ -150,40 +162,43 @@ def export_repaired_copy(path: str | os.PathLike[str], out_path: str | os.PathLi
     if agent not in (AGENT_CLAUDE_CODE, AGENT_CODEX):
         raise RepairCopyRefused(f"Refused: {one_line(src.name)} is neither a Claude Code nor a Codex transcript.")
     transcript = parse_claude_code(data) if agent == AGENT_CLAUDE_CODE else parse_codex(data)
-    by_line = {item.line: item for item in transcript.items}
-    pending: dict[int, list[tuple[str, str]]] = {}  # call line -> [(call id, name)]
-    for pair in transcript.interrupted:
-        if pair.call_id:
-            pending.setdefault(pair.call_line, []).append((pair.call_id, pair.name))
+    items = list(transcript.items) + [i for t in transcript.inline_subagents for i in t.items]
+    items.sort(key=lambda i: i.line)
+    by_line = {item.line: item for item in items}
     raw_lines = data.split(b"\n")
     ends_with_newline = data.endswith(b"\n")
     if ends_with_newline:
         raw_lines = raw_lines[:-1]
+    objs = {i.line: _call_record(raw_lines[i.line - 1]) for i in items
+            if i.kind != K_UNREADABLE and any(b.kind == "tool_use" for b in i.blocks) and i.line <= len(raw_lines)}
+    anchor = _groups(items, agent, objs)
+    interrupted = list(transcript.interrupted) + [p for t in transcript.inline_subagents for p in t.interrupted]
+    pending: dict[int, list[tuple[str, str, int]]] = {}  # group's last line -> [(call id, name, call line)]
+    for pair in sorted(interrupted, key=lambda p: p.call_line):
+        if pair.call_id:
+            pending.setdefault(anchor.get(pair.call_line, pair.call_line), []).append(
+                (pair.call_id, pair.name, pair.call_line))
     out: list[bytes] = []
     closed: list[ClosedCall] = []
-    reparent: dict[str, str] = {}  # old parent uuid -> synthetic uuid
     for number, raw in enumerate(raw_lines, start=1):
-        item = by_line.get(number)
-        if agent == AGENT_CLAUDE_CODE and reparent and item is not None and item.parent_uuid in reparent:
-            raw = _reparented(raw, item.parent_uuid, reparent[item.parent_uuid], item.kind != K_UNREADABLE)
         out.append(raw)
         calls = pending.get(number, [])
         if not calls:
             continue
-        call_obj = _call_record(raw)
-        original = call_obj.get("uuid") if isinstance(call_obj.get("uuid"), str) else ""
-        for call_id, name in calls:
+        last = objs.get(number) or _call_record(raw)
+        parent = last.get("uuid") if isinstance(last.get("uuid"), str) else None
+        for call_id, name, call_line in calls:
+            call_obj = objs.get(call_line, {})
+            item = by_line.get(call_line)
             if agent == AGENT_CLAUDE_CODE:
                 new_uuid = str(uuidlib.uuid4())
-                synthetic = _claude_synthetic(call_obj, call_id, new_uuid)
-                call_obj = {**call_obj, "uuid": new_uuid}  # a second call of the same record chains after the first
+                synthetic = _claude_synthetic({**call_obj, "uuid": parent}, call_id, new_uuid)
+                parent = new_uuid  # the next synthetic result chains on from this one
             else:
                 kind = item.subtype if item is not None and item.kind == K_TOOL_CALL else "function_call"
                 synthetic = _codex_synthetic(call_obj, call_id, kind)
             out.append(_dump(synthetic))
-            closed.append(ClosedCall(call_id, name, number, len(out)))
-        if agent == AGENT_CLAUDE_CODE and original:
-            reparent[original] = str(call_obj["uuid"])
+            closed.append(ClosedCall(call_id, name, call_line, len(out)))
     body = b"\n".join(out) + (b"\n" if ends_with_newline or closed else b"")
     try:
         write_file(dst, body)

@@ -252,15 +252,19 @@ def test_cut_off_last_line_waits_for_its_newline(claude_tree: Path, sd: SessionD
     assert second is not None and (second.status, second.records_written) == ("appended", 1)
 
 
-def test_glued_lines_make_the_session_unreadable(claude_tree: Path, sd: SessionDir) -> None:
+def test_glued_lines_are_kept_as_one_unreadable_record(claude_tree: Path, sd: SessionDir) -> None:
     path = claude_tree / REWIND
     lines = path.read_bytes().split(b"\n")
     path.write_bytes(b"\n".join(lines[:19] + [lines[19] + lines[20]] + lines[21:]))
     summary = cap.capture_claude_code(sd, claude_tree)
     rewind = summary.session(REWIND_ID)
-    assert rewind is not None and rewind.status == "unreadable" and rewind.records_written == 0
-    assert "line 20 is not valid JSON" in rewind.detail
-    assert agentstate.head(sd, "claude-code", REWIND_ID) is None
+    assert rewind is not None and (rewind.status, rewind.records, rewind.records_written) == ("new", 60, 60)
+    assert "line 20 of" in rewind.detail and "glued" in rewind.detail and "unreadable record" in rewind.detail
+    assert cap.verify(sd, "claude-code", REWIND_ID).status == "verified"
+    session = cap.read_checkpoint_session(sd, "claude-code", REWIND_ID)
+    assert session is not None and session.main is not None and session.main.records == 60
+    bad = session.main.unreadable
+    assert [(i.line, "glued" in i.error) for i in bad] == [(20, True)]
     assert summary.session(SAMPLE_ID).status == "new"  # type: ignore[union-attr]
 
 
@@ -313,7 +317,13 @@ def test_export_repaired_codex_copy(real_fixtures: Path, tmp_path: Path) -> None
         cap.export_repaired_copy(out, out)
 
 
-def test_export_repaired_claude_copy_keeps_the_chain_linear(real_fixtures: Path, tmp_path: Path) -> None:
+def without(copy: bytes, inserted: list[int]) -> bytes:
+    """``copy`` minus the lines at the 1-based positions ``inserted``."""
+    lines = copy.split(b"\n")
+    return b"\n".join(line for n, line in enumerate(lines, start=1) if n not in set(inserted))
+
+
+def test_export_repaired_claude_copy_changes_no_original_line(real_fixtures: Path, tmp_path: Path) -> None:
     lines = (real_fixtures / "claude-code" / PARENT).read_bytes().split(b"\n")[:-1]
     call = json.loads(lines[3])
     follow = {"parentUuid": call["uuid"], "isSidechain": False, "type": "user", "sessionId": PARENT_ID,
@@ -328,10 +338,54 @@ def test_export_repaired_claude_copy_keeps_the_chain_linear(real_fixtures: Path,
     assert [(c.name, c.line, c.inserted_at) for c in result.closed] == [("Task", 4, 5)]
     after = parse_claude_code(out.read_bytes())
     assert after.records == 6 and not after.interrupted and not after.forks
-    synthetic, moved = after.items[4], after.items[5]
+    synthetic, follower = after.items[4], after.items[5]
     assert synthetic.parent_uuid == call["uuid"] and synthetic.kind == "tool_result"
-    assert moved.parent_uuid == synthetic.uuid and moved.text == follow["message"]["content"]
-    assert out.read_bytes().split(b"\n")[:4] == lines[:4]
+    assert follower.parent_uuid == call["uuid"]  # the original line is not touched
+    assert without(out.read_bytes(), [5]) == src.read_bytes()
+
+
+def test_export_repaired_parallel_calls_put_results_after_the_group(tmp_path: Path) -> None:
+    sid = "5a5a5a5a-0000-4000-8000-000000000000"
+    u = [f"5a5a5a5a-0000-4000-8000-{n:012d}" for n in range(6)]
+    env = {"isSidechain": False, "userType": "external", "cwd": "/w", "sessionId": sid, "version": "2.1.17"}
+    records = [{**env, "parentUuid": None, "type": "user", "uuid": u[1], "timestamp": "2026-01-01T00:00:00Z",
+                "message": {"role": "user", "content": "look at three files"}}]
+    for n, name in ((2, "a.py"), (3, "b.py"), (4, "c.py")):
+        records.append({**env, "parentUuid": u[n - 1], "type": "assistant", "uuid": u[n],
+                        "timestamp": f"2026-01-01T00:00:0{n}Z", "requestId": "req_1",
+                        "message": {"id": "msg_01PARALLEL", "role": "assistant", "content": [
+                            {"type": "tool_use", "id": f"toolu_{n}", "name": "Read", "input": {"file_path": name}}]}})
+    records.append({**env, "parentUuid": u[4], "type": "user", "uuid": u[5], "timestamp": "2026-01-01T00:00:09Z",
+                    "message": {"role": "user", "content": "[Request interrupted by user for tool use]"}})
+    src = tmp_path / "parallel.jsonl"
+    original = b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in records)
+    src.write_bytes(original)
+    out = tmp_path / "repaired.jsonl"
+    result = cap.export_repaired_copy(src, out)
+    assert [(c.call_id, c.line, c.inserted_at) for c in result.closed] == [
+        ("toolu_2", 2, 5), ("toolu_3", 3, 6), ("toolu_4", 4, 7)]
+    copy = out.read_bytes()
+    assert without(copy, [5, 6, 7]) == original
+    synthetic = [json.loads(line) for line in copy.split(b"\n")[4:7]]
+    assert [s["parentUuid"] for s in synthetic] == [u[4], synthetic[0]["uuid"], synthetic[1]["uuid"]]
+    assert not parse_claude_code(copy).interrupted
+
+
+def test_export_repaired_codex_parallel_calls(tmp_path: Path) -> None:
+    meta = {"timestamp": "t", "type": "session_meta", "payload": {"id": "p", "cwd": "/w", "cli_version": "0.104.0"}}
+    calls = [{"timestamp": "t", "type": "response_item", "payload": {
+        "type": "function_call", "name": "exec_command", "arguments": "{}", "call_id": f"call_{n}"}} for n in range(3)]
+    done = {"timestamp": "t", "type": "response_item", "payload": {
+        "type": "function_call_output", "call_id": "call_1", "output": "ok"}}
+    aborted = {"timestamp": "t", "type": "event_msg", "payload": {"type": "turn_aborted", "reason": "interrupted"}}
+    src = tmp_path / "rollout.jsonl"
+    original = b"".join(json.dumps(r).encode() + b"\n" for r in [meta, *calls, done, aborted])
+    src.write_bytes(original)
+    out = tmp_path / "repaired.jsonl"
+    result = cap.export_repaired_copy(src, out)
+    assert [(c.call_id, c.inserted_at) for c in result.closed] == [("call_0", 5), ("call_2", 6)]
+    assert without(out.read_bytes(), [5, 6]) == original
+    assert not read_codex_file(out).interrupted
 
 
 def test_tails_too_big_to_keep_are_read_again(claude_tree: Path, sd: SessionDir, monkeypatch: pytest.MonkeyPatch

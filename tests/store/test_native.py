@@ -262,7 +262,9 @@ def test_compaction_continues_the_chain_with_token_counts() -> None:
     boundary = t.items[2]
     assert boundary.kind == K_COMPACT_BOUNDARY and boundary.tokens == 155000
     assert (boundary.parent_state, boundary.parent_line) == ("ok", 2)  # continues its logical parent
-    assert [(c.kind, c.pre_tokens) for c in t.compactions] == [("compact_boundary", 155000), ("compact_summary", None)]
+    # The boundary and the summary record after it are one compaction (the summary is its text).
+    assert [(c.kind, c.pre_tokens, c.summary) for c in t.compactions] == [
+        ("compact_boundary", 155000, "This session is being continued...")]
     # A rewind after the compaction is found through the boundary: the fork's branches sit under the chain.
     assert len(t.forks) == 1 and t.forks[0].parent_line == 5
     assert [b.prompt_line for b in t.forks[0].branches] == [6, 7]

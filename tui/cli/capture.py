@@ -286,6 +286,13 @@ def print_capture_summary(summary: CaptureSummary, where: Path, stream: TextIO |
     records = sum(s.records for s in summary.sessions)
     say("  " + " · ".join(f"{status} {counts[status]:,}" for status in STATUSES)
         + f"   ({plural(summary.files, 'file')}, {plural(records, 'record')}, {summary.records_written:,} written)")
+    drift = summary.drift()
+    if drift:
+        say(f"Format drift (record types and fields not recognised, by {title} version):")
+        for line in drift:
+            say(f"  {one_line(line)}")
+    elif summary.records_written:
+        say("Format drift: none (every record type and field written was recognised).")
     for status, heading, hint in (
         (STATUS_DIVERGENT, "Divergent (nothing was written; publish a reset to capture afresh):",
          "sessionscope checkpoint reset {agent} {sid}"),

@@ -2,7 +2,8 @@
 
     sessionscope [--dir PATH] [--read-only | --snapshot] [--demo]          open the UI
     sessionscope [...] list [--json] [--search Q] [--limit N] [--cwd DIR] [--sort KEY]
-    sessionscope [...] show SESSION_ID [--format md|json] [--raw]
+    sessionscope [...] show SESSION_ID [--format md|json] [--raw]   (a mothx session, or a captured Claude Code /
+                                                                    Codex session by its agent session id)
     sessionscope demo [PATH]                                               write the demo directory
 
 Textual is imported only on the branch that opens the UI, so ``list`` and ``show`` start fast. ``list`` and
@@ -400,7 +401,14 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from store.mothx.sessions import get_session
 
     with _open(args) as sd:
-        summary = get_session(sd, args.session_id)
+        try:
+            summary = get_session(sd, args.session_id)
+        except SessionNotFound:
+            from tui.cli.native_show import show_captured
+
+            if show_captured(sd, args):  # a captured Claude Code or Codex session of that id (or prefix)
+                return 0
+            raise
         if args.raw:
             from store.mothx.entries import load_rows
 

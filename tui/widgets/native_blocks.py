@@ -14,7 +14,10 @@ from store.agents.native import (
     K_COMPACT_BOUNDARY,
     K_COMPACT_SUMMARY,
     K_COMPACTED,
+    K_CONTEXT,
     K_DEVELOPER,
+    K_LAST_PROMPT,
+    K_OTHER,
     K_REASONING,
     K_SESSION_META,
     K_SUMMARY,
@@ -22,9 +25,12 @@ from store.agents.native import (
     K_TOOL_CALL,
     K_TOOL_RESULT,
     K_TURN_ABORTED,
+    K_TURN_DURATION,
     K_TURN_END,
     K_UNREADABLE,
     K_USER,
+    K_WEB_SEARCH,
+    NativeBlock,
     NativeItem,
 )
 from tui.widgets.block_base import _JSON_HIGHLIGHTER as JSON_HIGHLIGHTER
@@ -122,6 +128,22 @@ def _header(view: RecordView, width: int, pal: Palette) -> Text:
             left.append(f" {clean_line(item.subtype)}", pal.muted)
     elif kind == K_SESSION_META:
         left.append("◇ session", pal.muted)
+    elif kind == K_LAST_PROMPT:
+        left.append("↺ last prompt", pal.system)
+        left.append("  left in the input box, not sent", pal.muted)
+    elif kind == K_TURN_DURATION:
+        left.append("⏱ turn duration", pal.muted)
+    elif kind == K_WEB_SEARCH:
+        left.append("● assistant", pal.assistant)
+        left.append("  ⌕ web search", pal.tool)
+        if "error" in item.flags:
+            left.append("  ✗ failed", pal.error)
+    elif kind == K_OTHER and "unknown_type" in item.flags:
+        left.append(f"? {clean_line(item.subtype) or 'record'}", pal.warning)
+        left.append("  record type not known to this reader", pal.muted)
+    elif kind == K_CONTEXT:
+        left.append("▸ context", pal.system)
+        left.append(f"  {clean_line(item.subtype) or 'injected'} · not typed", pal.muted)
     elif kind == K_COMPACT_SUMMARY:
         left.append("◆ compact summary", pal.marker)
         left.append("  user · system-injected", pal.system)
@@ -139,6 +161,9 @@ def _header(view: RecordView, width: int, pal: Palette) -> Text:
         left.append("  ✗ API error", pal.error)
     if "replay" in item.flags:
         left.append("  (replayed copy)", pal.muted)
+    codes = [b.exit_code for b in item.blocks if b.exit_code is not None]
+    if kind == K_TOOL_RESULT and codes:
+        left.append(f"  exit {codes[0]}", pal.error if codes[0] else pal.muted)
     if kind == K_TOOL_RESULT and any(b.is_error for b in item.blocks):
         left.append("  ✗ error", pal.error)
     if item.subtype and kind in (K_ASSISTANT,) and item.subtype in ("commentary", "final_answer"):
@@ -165,7 +190,11 @@ def _call_lines(call: CallResult, width: int, pal: Palette, console: Console) ->
     if call.call_id:
         head.append(f"  {clean_line(call.call_id)}", pal.muted)
     out.extend(wrap(head, width, console))
-    if call.subagent is not None:
+    if call.subagent is not None and call.subagent.layout == "absent":
+        note_text = Text(style=base, end="")
+        note_text.append(f"    ↳ sub-agent {clean_line(call.subagent.agent_id) or '?'}: file not present", pal.warning)
+        out.extend(wrap(note_text, width, console))
+    elif call.subagent is not None:
         link = call.subagent
         note_text = Text(style=base, end="")
         note_text.append(f"    ↳ sub-agent {clean_line(link.agent_id) or '?'}: {link.transcript.records:,} records",
@@ -182,6 +211,9 @@ def _call_lines(call: CallResult, width: int, pal: Palette, console: Console) ->
         res = Text(style=base, end="")
         res.append("    ◂ result", pal.tool)
         res.append(f"  line {call.result_line:,}", pal.muted)
+        code = getattr(call, "exit_code", None)  # CallResult carries it once native_sources passes it on
+        if isinstance(code, int):
+            res.append(f"  exit {code}", pal.error if code else pal.muted)
         if call.is_error:
             res.append("  ✗ error", pal.error)
         out.append(res)
@@ -230,6 +262,11 @@ def record_lines(view: RecordView, width: int, pal: Palette, console: Console) -
             out.append(_text("  │ " + note, pal.muted, base))
         out.append(Text(style=base, end=""))
         return out
+    if item.kind == K_CONTEXT:
+        for block in item.blocks or (NativeBlock("context", item.text, tool_name=item.subtype),):
+            out.extend(_context_lines(block, width, pal, console))
+        out.append(Text(style=base, end=""))
+        return out
     calls = iter(view.calls)
     encrypted = iter(view.encrypted_bytes)
     wrote = False
@@ -255,6 +292,9 @@ def record_lines(view: RecordView, width: int, pal: Palette, console: Console) -
             what = f"encrypted reasoning ({size:,} bytes)" if size is not None else "encrypted reasoning"
             out.append(_text(f"  ┊ {what}", pal.thinking, base))
             wrote = True
+        elif block.kind == "context":
+            out.extend(_context_lines(block, width, pal, console))
+            wrote = True
         elif block.kind == "tool_use":
             call = next(calls, None)
             if call is not None:
@@ -269,6 +309,8 @@ def record_lines(view: RecordView, width: int, pal: Palette, console: Console) -
                     head.append(f"  {clean_line(block.tool_id)}", pal.muted)
                 if item.kind == K_TOOL_RESULT:
                     head.append("  (its call is not shown here)", pal.muted)
+                if block.exit_code is not None:
+                    head.append(f"  exit {block.exit_code}", pal.error if block.exit_code else pal.muted)
                 if block.is_error:
                     head.append("  ✗ error", pal.error)
                 out.append(head)
@@ -288,6 +330,24 @@ def record_lines(view: RecordView, width: int, pal: Palette, console: Console) -
     if not wrote:
         out.append(_text("  (empty)", pal.muted, base))
     out.append(Text(style=base, end=""))
+    return out
+
+
+def _context_lines(block: NativeBlock, width: int, pal: Palette, console: Console) -> list[Text]:
+    """Injected context, collapsed: its label, size and first line (the raw view shows it whole)."""
+    base = pal.base
+    lines = block.text.strip().splitlines() or [""]
+    head = Text(style=base, end="")
+    head.append("  ▸ ", pal.system)
+    head.append(clean_line(block.tool_name) or "context", pal.system)
+    head.append(f"  {len(lines):,} line{'' if len(lines) == 1 else 's'} · injected, collapsed", pal.muted)
+    out = wrap(head, width, console)
+    first = next((ln for ln in lines if ln.strip()), "")
+    if first:
+        shown, _ = clip(clean_line(first), max_lines=1, max_chars=200)
+        line = _text("    " + shown, pal.muted, base)
+        line.truncate(width, overflow="ellipsis")
+        out.append(line)
     return out
 
 
@@ -364,7 +424,7 @@ def quiet_line(item: NativeItem, width: int, pal: Palette) -> Text:
 
 
 def _right_aligned_cut(left: Text, right: Text, width: int, base: Style) -> Text:
-    room = width - right.cell_len - 1
+    room = width - right.cell_len - 2  # _right_aligned keeps a gap of two cells before the line number
     if left.cell_len > room:
         left = left.copy()
         left.truncate(max(1, room), overflow="ellipsis")
@@ -374,8 +434,10 @@ def _right_aligned_cut(left: Text, right: Text, width: int, base: Style) -> Text
 def turn_rule(item: NativeItem, width: int, pal: Palette) -> list[Text]:
     tid = short_id(item.turn_id) or "?"
     if item.kind == K_TURN_ABORTED:
-        return [_rule(f"⚠ turn {tid} aborted: {clean_line(item.text)} ", f" line {item.line:,} ──", "─", pal.warning,
-                      width, pal.base)]
+        reason = item.text.removeprefix("Turn aborted").lstrip(": ")
+        what = f"⚠ turn {tid} aborted" if item.turn_id else "⚠ turn aborted"
+        return [_rule(f"{what}{': ' + clean_line(reason) if reason else ''} ", f" line {item.line:,} ──", "─",
+                      pal.warning, width, pal.base)]
     if item.kind == K_TURN_END:
         return [_rule(f"──── turn {tid} complete ", f" line {item.line:,} ──", "─", pal.turn, width, pal.base)]
     if "incomplete_turn" in item.flags or "aborted_turn" in item.flags:
