@@ -24,11 +24,11 @@ from store.agents.native import (
     AGENT_CLAUDE_CODE,
     AGENT_CODEX,
     K_ASSISTANT,
-    K_EVENT,
     K_SUMMARY,
     K_USER,
     parse_claude_code,
     parse_codex,
+    typed_prompt,
 )
 from store.mothx.sessiondir import SessionDir
 from store.safetext import one_line
@@ -83,16 +83,8 @@ def agent_session_counts(sd: SessionDir) -> dict[str, int]:
 def first_prompt(agent: str, lines: list[str]) -> tuple[str, str]:
     """``(prompt, preview)``: the first prompt a user typed among the first records of a transcript, and the
     first text of any message (either "" when there is none)."""
-    if agent == AGENT_CODEX:
-        t = parse_codex(lines)
-        typed = next((i.text for i in t.items if i.kind == K_EVENT and i.subtype == "user_message" and i.text), "")
-        if not typed:
-            typed = next((i.text for i in t.items
-                          if i.kind == K_USER and i.text and not i.text.lstrip().startswith("<")), "")
-    else:
-        t = parse_claude_code(lines)
-        typed = next((i.text for i in t.items
-                      if i.kind == K_USER and i.text.strip() and not ({"meta", "command"} & i.flags)), "")
+    t = parse_codex(lines) if agent == AGENT_CODEX else parse_claude_code(lines)
+    typed = typed_prompt(t)
     preview = next((i.text for i in t.items if i.kind in (K_USER, K_ASSISTANT, K_SUMMARY) and i.text.strip()), "")
     return typed, preview
 

@@ -183,7 +183,7 @@ def test_repaired_copy_of_a_record_with_a_lone_surrogate(tmp_path: Path) -> None
     lines = out.read_bytes().decode("utf-8").splitlines()
     synthetic = json.loads(lines[2])
     assert synthetic["cwd"] == "/home/\ud83d" and "\\ud83d" in lines[2]
-    assert json.loads(lines[3])["parentUuid"] == synthetic["uuid"]
+    assert json.loads(lines[3])["parentUuid"] == synthetic["parentUuid"]  # the original line is unchanged
 
 
 def test_repaired_copy_with_an_unreadable_child_line(tmp_path: Path) -> None:
@@ -354,7 +354,7 @@ def test_capture_and_verify_survive_hostile_records(tmp_path: Path, sd: SessionD
     # Valid JSON of any shape is kept byte for byte (a checkpoint restores records, it does not read them);
     # what cannot be read back as JSON is named.
     for n in range(len(HOSTILE_LINES)):
-        expected = {11: "unreadable", 12: "unreadable", 13: "divergent"}.get(n, "new")
+        expected = "new"  # an unreadable line is kept as an unreadable record: no session is blocked
         assert by_id[f"h{n:02d}"].status == expected, (n, by_id[f"h{n:02d}"].detail)
     assert "digits" in by_id["h11"].detail and "UTF-8" in by_id["h13"].detail
     for s in summary.sessions:

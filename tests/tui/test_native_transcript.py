@@ -597,7 +597,7 @@ async def test_compactions_show_as_markers_with_token_counts(tmp_path: Path) -> 
                 if agent == "claude-code":
                     assert "━━ compaction · auto · 155,123 tokens before" in text
                     assert "◆ compact summary" in text and "Summary: the work so far." in text
-                    assert "2 compactions" in title(screen)
+                    assert "1 compaction" in title(screen)  # a boundary and its summary are one compaction
                 else:
                     assert "━━ compacted · 1 replacement item" in text and "the history so far, compacted" in text
                     assert "user: kept prompt" in text

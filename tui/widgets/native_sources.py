@@ -79,6 +79,7 @@ class CallResult:
     is_error: bool
     interrupted: bool
     subagent: SubAgentLink | None = None
+    exit_code: int | None = None
 
     @property
     def subagent_id(self) -> str:
@@ -213,7 +214,7 @@ def build_blocks(
                 calls.append(CallResult(block.tool_id, block.tool_name, block.arguments, 0, "", False, True, link))
             else:
                 calls.append(CallResult(block.tool_id, block.tool_name, block.arguments, pair.result_line,
-                                        pair.result_text, pair.is_error, pair.interrupted, link))
+                                        pair.result_text, pair.is_error, pair.interrupted, link, pair.exit_code))
         elsewhere = tuple(
             blk.tool_id for blk in item.blocks
             if blk.kind == "tool_result" and blk.tool_id in shown_calls and item.kind != K_TOOL_RESULT
