@@ -147,9 +147,9 @@ async def datagram_to_paint(folder: Path, samples: int) -> list[float]:
     painted: dict[tuple[str, str], float] = {}
     real_row_strip = sl.SessionList._row_strip
 
-    def spy(self, row, width, line_style, is_cursor):  # type: ignore[no-untyped-def]
+    def spy(self, row, width, is_cursor, marked):
         painted.setdefault((row.id, row.run_status), time.perf_counter())
-        return real_row_strip(self, row, width, line_style, is_cursor)
+        return real_row_strip(self, row, width, is_cursor, marked)
 
     sl.SessionList._row_strip = spy  # type: ignore[method-assign]
     app = SessionscopeApp(folder, OpenMode.READ_WRITE, live=False)

@@ -57,7 +57,7 @@ from store.mothx.db import OpenMode
 from tui.app import SessionscopeApp
 from tui.widgets.session_list import SessionList
 # Painted = the end of the first screen refresh in which the list drew session rows (the frame is then
-# written out). Waiting for the list's Counted message and then for one more refresh would add a frame
+# written out). Waiting for the list's Loaded message and then for one more refresh would add a frame
 # (up to 1/60 s, plus whatever else that refresh draws) when the rows are already in the first frame.
 drawn = []
 row_strip = SessionList._row_strip
@@ -88,7 +88,7 @@ started = 0.0
 from tui.widgets.session_list import SessionList
 class Bench(SessionscopeApp):
     def on_mount(self) -> None:
-        # The list's Counted stops at the Sessions screen (it attaches itself when it mounts): poll for it.
+        # The list's Loaded stops at the Sessions screen (it attaches itself when it mounts): poll for it.
         self.wait_rows = self.set_interval(0.005, self.rows_counted)
     def rows_counted(self) -> None:
         lists = self.screen.query(SessionList)

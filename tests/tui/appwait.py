@@ -34,6 +34,7 @@ async def settle(pilot: Pilot[object], *, integrity: bool = True) -> None:
                 getattr(app, "sd", None) is not None
                 and session_list is not None
                 and session_list.loaded
+                and not session_list.busy
                 and not screen.filter_pending
                 and (not integrity or getattr(app, "integrity", "") not in ("", "checking integrity…"))
             )

@@ -320,9 +320,9 @@ async def test_a_flood_of_5000_datagrams_is_a_few_refreshes(demo_dir: Path, monk
     real_reload = SessionList.reload
     real_changed = SessionsScreen.on_live_changed
 
-    def count_reload(self: SessionList) -> None:
+    def count_reload(self: SessionList, *args: Any, **kwargs: Any) -> None:
         reloads.append(time.monotonic())
-        real_reload(self)
+        real_reload(self, *args, **kwargs)
 
     def count_batch(self: SessionsScreen, message: LiveChanged) -> None:
         batches.append(message)

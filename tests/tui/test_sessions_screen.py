@@ -12,10 +12,9 @@ from store.mothx.db import OpenMode
 from tests.tui.appwait import settle
 from tui.app import SessionscopeApp
 from tui.formatting import tildify, utc_minutes
-from tui.messages import SessionWindowLoaded, WindowRequest
 from tui.screens.sessions import SessionsScreen
-from tui.widgets import session_list as session_list_module
-from tui.widgets.session_list import WINDOW, SessionList, fit, layout_columns
+from tui.widgets.row_list import GAP, GUTTER, Page, PageLoaded, Read, fit
+from tui.widgets.session_list import WINDOW, SessionList, session_columns
 from tui.widgets.statusbar import StatusBar
 
 pytestmark = pytest.mark.anyio  # async tests run on asyncio through the anyio plugin (anyio comes with watchfiles)
@@ -82,7 +81,8 @@ async def test_filter_narrows_the_list_live(demo_master: Path) -> None:
         await pilot.press("escape")
         await settle(pilot)
         assert session_list.total == everything
-        assert not app.screen.filter_visible
+        screen = app.screen
+        assert isinstance(screen, SessionsScreen) and not screen.filter_visible
 
 
 async def test_filter_with_no_match_says_so(demo_master: Path) -> None:
@@ -234,7 +234,7 @@ async def test_only_the_visible_windows_are_read(big_dir: Path, monkeypatch: pyt
     calls: list[tuple[int, int]] = []
     real = store.mothx.sessions.list_sessions
 
-    def counting(sd, flt, sort, descending=True, *, offset=0, limit=100):  # type: ignore[no-untyped-def]
+    def counting(sd, flt, sort, descending=True, *, offset=0, limit=100):
         calls.append((offset, limit))
         return real(sd, flt, sort, descending, offset=offset, limit=limit)
 
@@ -247,13 +247,14 @@ async def test_only_the_visible_windows_are_read(big_dir: Path, monkeypatch: pyt
         assert calls == [(0, WINDOW)]
         await pilot.press("G")
         await settle(pilot)
-        assert session_list.cursor == 999
+        assert session_list.selected is not None and session_list.selected is session_list.rows[-1]
         assert sum(limit for _offset, limit in calls) <= 3 * WINDOW, calls
         assert all(offset in (0, 900) for offset, _limit in calls), calls
-        assert app.sd is not None
-        last = real(app.sd, app.screen.current_query().flt, app.screen.current_query().sort, True, offset=999, limit=1)
+        screen = app.screen
+        assert app.sd is not None and isinstance(screen, SessionsScreen)
+        last = real(app.sd, screen.current_query().flt, screen.current_query().sort, True, offset=999, limit=1)
         assert session_list.selected is not None and session_list.selected.id == last.rows[0].id
-        assert f"  {last.rows[0].id[:8]} " in session_list.render_line(session_list.cursor - int(session_list.scroll_offset.y) + 1).text
+        assert last.rows[0].id[:8] in session_list.render_line(session_list.cursor - int(session_list.scroll_offset.y) + 1).text
 
 
 async def test_refresh_keeps_cursor_and_scroll(big_dir: Path) -> None:
@@ -263,13 +264,13 @@ async def test_refresh_keeps_cursor_and_scroll(big_dir: Path) -> None:
         session_list = app.screen.query_one(SessionList)
         await pilot.press("pagedown", "pagedown", "pagedown", "pagedown", "j", "j")
         await settle(pilot)
-        cursor, scroll, generation = session_list.cursor, session_list.scroll_offset.y, session_list.generation
+        line, generation = session_list.cursor - int(session_list.scroll_offset.y), session_list.generation
         selected = session_list.selected
-        assert cursor > 100 and scroll > 0
+        assert session_list.cursor > 100 and session_list.scroll_offset.y > 0
         await pilot.press("r")
         await settle(pilot)
         assert session_list.generation == generation + 1
-        assert (session_list.cursor, session_list.scroll_offset.y) == (cursor, scroll)
+        assert session_list.cursor - int(session_list.scroll_offset.y) == line, "the cursor stays on its screen line"
         assert session_list.selected == selected
 
 
@@ -283,8 +284,8 @@ async def test_a_stale_window_is_dropped(big_dir: Path) -> None:
         await pilot.press("s")  # a new query: generation + 1
         await settle(pilot)
         now_first = session_list.row_at(0)
-        stale_rows = [first] * WINDOW
-        session_list.post_message(SessionWindowLoaded(WindowRequest(session_list.generation - 1, 0, WINDOW), stale_rows, 5))
+        stale = Read(session_list.generation - 1, 1, "first", WINDOW, replace=True, count=True)
+        session_list.post_message(PageLoaded(stale, Page((first,) * WINDOW, False), 5))
         await pilot.pause()
         assert session_list.row_at(0) == now_first
         assert session_list.total == 1000
@@ -301,10 +302,11 @@ async def test_cursor_keys_move_and_scroll(big_dir: Path) -> None:
         assert session_list.cursor == 2
         await pilot.press("end")
         await settle(pilot)
-        assert session_list.cursor == 999
-        assert session_list.scroll_offset.y == 1000 + 1 - session_list.scrollable_content_region.height
+        assert session_list.selected is session_list.rows[-1] and not session_list.has_after
+        assert session_list.scroll_offset.y == len(session_list.rows) + 1 - session_list.scrollable_content_region.height
         await pilot.press("g")
-        assert session_list.cursor == 0 and session_list.scroll_offset.y == 0
+        await settle(pilot)
+        assert session_list.cursor == 0 and session_list.scroll_offset.y == 0 and not session_list.has_before
         await pilot.press("pagedown")
         assert session_list.cursor == session_list.scrollable_content_region.height - 1
 
@@ -312,7 +314,7 @@ async def test_cursor_keys_move_and_scroll(big_dir: Path) -> None:
 # --- drawing ----------------------------------------------------------------------------------------------------
 
 
-def _summary(**overrides: object):  # type: ignore[no-untyped-def]
+def _summary(**overrides: object):
     from store.mothx.sessions import SessionSummary
 
     fields: dict[str, object] = dict(
@@ -332,20 +334,19 @@ async def test_row_shows_preview_dimmed_utc_time_fork_and_run(demo_master: Path)
         session_list = app.screen.query_one(SessionList)
         width = session_list.scrollable_content_region.width
         row = _summary(parent_session="fedcba9876543210", fork_kind="message", run_status="running")
-        strip = session_list._row_strip(row, width, session_list.rich_style, False)
+        strip = session_list._row_strip(row, width, False, False)
         text = strip.text
         assert "what does this error mean" in text
-        assert " 01234567 " in text and "0123456789" not in text
+        assert " 0123456789a… " in text, "the id is cut to its column (12 cells at 120)"
         assert "~/src/app" in text
         assert "2026-03-01 21:30" in text
         assert "⑂ message" in text
         assert "● running" in text
-        orphan = session_list._row_strip(_summary(run_status="running", run_state="orphaned"), width,
-                                         session_list.rich_style, False)
+        orphan = session_list._row_strip(_summary(run_status="running", run_state="orphaned"), width, False, False)
         assert "✗ orphaned" in orphan.text and "● running" not in orphan.text
         preview_segment = next(seg for seg in strip if "what does" in seg.text)
         assert preview_segment.style is not None and preview_segment.style.italic
-        titled = session_list._row_strip(_summary(title="Fix the parser"), width, session_list.rich_style, False)
+        titled = session_list._row_strip(_summary(title="Fix the parser"), width, False, False)
         assert "Fix the parser" in titled.text and "what does" not in titled.text
         assert strip.cell_length == width
 
@@ -358,20 +359,74 @@ def test_utc_minutes_converts_offsets_and_never_says_ago() -> None:
     assert utc_minutes("yesterday") == "yesterday"
 
 
-def test_tildify_and_fit() -> None:
+def test_tildify() -> None:
     assert tildify("/home/ann/src", home="/home/ann") == "~/src"
     assert tildify("/home/anna/src", home="/home/ann") == "/home/anna/src"
-    assert fit("abcdef", 4) == "abc…"
-    assert fit("ab", 4) == "ab  "
-    assert fit("7", 3, "right") == "  7"
-    assert fit("界界界", 4) == "界 …"
 
 
-@pytest.mark.parametrize("width", [20, 40, 60, 80, 100, 120, 200])
-def test_columns_fill_the_width_exactly(width: int) -> None:
-    columns = layout_columns(width)
-    assert columns[0].key == "title"
-    assert session_list_module.GUTTER + sum(c.width + 1 for c in columns) == width
+@pytest.mark.parametrize("width", [20, 40, 60, 80, 100, 120, 200, 240])
+def test_columns_fit_the_width(width: int) -> None:
+    columns = session_columns()
+    widths = fit(columns, width - GUTTER)
+    kept = [w for w in widths if w is not None]
+    assert widths[1] is not None, "the title is never dropped"
+    assert sum(kept) + GAP * (len(kept) - 1) <= width - GUTTER
+
+
+async def test_a_damaged_row_is_styled_damaged(demo_master: Path) -> None:
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        session_list = app.screen.query_one(SessionList)
+        assert session_list.row_style(_summary()) is None
+        assert session_list.row_style(_summary(problems=("message_count: not an integer",))) == "damaged"
+
+
+HOSTILE = ["\x1b]52;c;aGFja2Vk\x07", "\x1b[2J", "\x9b31m", "\u202etxt.exe", "\ud83d", "pid-4242-[/]",
+           "[bold]x[/bold]", "[@click=app.quit]x[/]", "/home/u/[archive]/repo"]
+
+
+async def test_hostile_cells_are_drawn_as_text(demo_master: Path) -> None:
+    import re
+
+    raw = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=(240, 40)) as pilot:
+        await settle(pilot)
+        session_list = app.screen.query_one(SessionList)
+        width = session_list.scrollable_content_region.width
+        for value in HOSTILE:
+            for row in (_summary(title=value, cwd=value, channel_type=value), _summary(preview=value, id=value[:16]),
+                        _summary(fork_kind=value, run_status=value, problems=(value,))):
+                strip = session_list._row_strip(row, width, True, True)
+                assert not any(raw.search(seg.text) for seg in strip), (value, strip.text)
+                assert strip.cell_length == width
+        shown = session_list._row_strip(_summary(title="[bold]x[/bold]", cwd="/home/u/[archive]/repo"), width,
+                                        False, False).text
+        assert "[bold]x[/bold]" in shown and "/home/u/[archive]/repo" in shown
+
+
+@pytest.mark.parametrize(("size", "expected"), [
+    ((80, 24), ["TITLE", "ID", "WORK DIR", "MSGS", "LAST ACTIVE UTC"]),
+    ((240, 50), ["TITLE", "ID", "WORK DIR", "CHANNEL", "MSGS", "LAST ACTIVE UTC", "FORK", "RUN"]),
+])
+async def test_session_list_header_at_80_and_240(big_dir: Path, size: tuple[int, int], expected: list[str]) -> None:
+    app = SessionscopeApp(big_dir, OpenMode.SNAPSHOT)
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        session_list = app.screen.query_one(SessionList)
+        header = session_list.render_line(0).text
+        shown = [c.title for c in session_list.columns if c.title and f" {c.title} " in f"{header} "]
+        assert shown == expected
+        assert header.startswith(" " * (GUTTER + 1 + GAP) + "TITLE"), "the pin column comes first"
+        assert len(header) == session_list.scrollable_content_region.width
+        assert session_list.selected is not None
+        row = session_list.render_line(1).text
+        sid = session_list.selected.id
+        if size[0] >= 240:
+            assert f" {sid} " in row, "the id is shown whole"
+        else:
+            assert sid[:8] in row and sid not in row
 
 
 # --- the captured-session list ("a") at 80 and 240 cells -------------------------------------------------------------

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from store.agents.native_catalog import AgentSessionSummary
     from store.mothx.sessiondir import SessionDir
-    from store.mothx.sessions import SessionPage
+    from store.mothx.sessions import SessionPage, SessionSummary
     from tui.widgets.native_session_list import AgentSessionList
 
 FILTER_DEBOUNCE_S = 0.25
@@ -203,14 +203,17 @@ class SessionsScreen(Screen[None]):
         self.unfiltered_total = message.total
         self._show_count()
 
-    @on(SessionList.Counted)
-    def _counted(self, message: SessionList.Counted) -> None:
-        self.total = message.total
+    @on(RowList.Loaded, "#sessions")
+    def _counted(self, message: RowList.Loaded) -> None:
+        total = message.control.total
+        if total is None:
+            return
+        self.total = total
         app = services(self)
         if app is not None:  # a test host has no integrity check
             self.call_after_refresh(app.start_integrity_check)  # after the first rows are painted
         if not self._is_filtered():
-            self.unfiltered_total = message.total
+            self.unfiltered_total = total
         if self.agent_counts is None and self.sd is not None:
             self.call_after_refresh(self._count_sources)  # after the first rows: the mothx list stays as fast
         if self.source == SOURCE_MOTHX:
@@ -224,11 +227,11 @@ class SessionsScreen(Screen[None]):
         elif message.group == "sessions-agent-list" and self.source != SOURCE_MOTHX:
             self._agent_list().show_message(f"✗ {message.reason}")
             self._show_agent_status()
-        elif message.group == "session-window" and self.source == SOURCE_MOTHX and self.total is None:
+        elif message.group == "row-list-page" and self.source == SOURCE_MOTHX and self.total is None:
             self._set_count(message.reason)
 
-    @on(SessionList.Failed)
-    def _list_failed(self, message: SessionList.Failed) -> None:
+    @on(RowList.Failed, "#sessions")
+    def _list_failed(self, message: RowList.Failed) -> None:
         self._set_count(message.error)
         notify(self, message.error, title="Cannot read sessions", severity="error")
 
@@ -431,7 +434,7 @@ class SessionsScreen(Screen[None]):
         if message.everything:
             session_list.reload()
         else:
-            session_list.refresh_sessions(message.sessions)
+            session_list.refresh_rows(message.sessions)
 
     # --- the source switch: mothx sessions, captured Claude Code and Codex sessions ------------------------------
 
@@ -561,12 +564,13 @@ class SessionsScreen(Screen[None]):
 
     # --- opening ----------------------------------------------------------------------------------------------
 
-    @on(SessionList.Opened)
-    def _open_session(self, message: SessionList.Opened) -> None:
+    @on(RowList.Selected, "#sessions")
+    def _open_session(self, message: RowList.Selected) -> None:
         app = services(self)
         if app is None:
             raise RuntimeError("the Sessions screen opens transcripts through the Sessionscope app")
-        app.open_transcript(message.session_id)
+        row: SessionSummary = message.row
+        app.open_transcript(row.id)
 
     @on(RowList.Selected, "#agent-sessions")
     def _open_agent_session(self, message: RowList.Selected) -> None:
