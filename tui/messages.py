@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from textual.worker import Worker
 
     from store.mothx.sessiondir import SessionDir
-    from store.mothx.sessions import SessionPage, SessionSummary
+    from store.mothx.sessions import SessionPage
 
 
 class WorkerFailed(Message):
@@ -70,32 +70,10 @@ class IntegrityChecked(Message):
         self.text = text
 
 
-@dataclass(frozen=True)
-class WindowRequest:
-    """Rows ``[offset, offset + limit)`` of the list under query ``generation``."""
-
-    generation: int
-    offset: int
-    limit: int
 
 
-class SessionWindowLoaded(Message):
-    """A window of the session list arrived."""
-
-    def __init__(self, request: WindowRequest, rows: list[SessionSummary], total: int) -> None:
-        super().__init__()
-        self.request = request
-        self.rows = rows
-        self.total = total
 
 
-class SessionWindowFailed(Message):
-    """A window of the session list could not be read; ``error`` is one sentence."""
-
-    def __init__(self, request: WindowRequest, error: str) -> None:
-        super().__init__()
-        self.request = request
-        self.error = error
 
 
 class UnfilteredCounted(Message):

@@ -113,14 +113,14 @@ async def _run(folder: Path, args: argparse.Namespace) -> dict[str, object]:
     batches = [0]
     real_live = SessionsScreen.on_live_changed
 
-    def spy(self, row, width, line_style, is_cursor):
+    def spy(self, row, width, is_cursor, marked):
         if is_cursor:
             painted.setdefault(row.id, time.perf_counter())
-        return real_row_strip(self, row, width, line_style, is_cursor)
+        return real_row_strip(self, row, width, is_cursor, marked)
 
-    def count_reload(self):
+    def count_reload(self, *args, **kwargs):
         reloads[0] += 1
-        return real_reload(self)
+        return real_reload(self, *args, **kwargs)
 
     def count_batch(self, message):
         batches[0] += 1
