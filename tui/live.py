@@ -62,16 +62,15 @@ class LiveFlush(Message):
     """Posted to the app from a listener thread: pending changes are waiting (see :meth:`LiveUpdates.flush`)."""
 
 
+@dataclass
 class LiveChanged(Message):
     """Sessions changed in the database (a hint: re-read them). ``everything``: refresh all that is shown."""
 
     bubble = False
 
-    def __init__(self, sessions: frozenset[str], everything: bool = False, source: str = "") -> None:
-        super().__init__()
-        self.sessions = sessions
-        self.everything = everything
-        self.source = source  # "bus", "watch", "bus+watch"
+    sessions: frozenset[str]
+    everything: bool = False
+    source: str = ""  # "bus", "watch", "bus+watch"
 
     def concerns(self, session_id: str) -> bool:
         return self.everything or session_id in self.sessions

@@ -19,69 +19,57 @@ if TYPE_CHECKING:
     from store.mothx.sessions import SessionPage
 
 
+@dataclass
 class WorkerFailed(Message):
     """A worker ended with an exception it did not catch (``reason``: one safe sentence, from
     ``describe_error``). Posted to the node that started the worker; it bubbles up to the app, which notifies
     it. A node on the way may end its "…ing" state for it (and should let it bubble on)."""
 
-    def __init__(self, worker: Worker[object], reason: str) -> None:
-        super().__init__()
-        self.worker = worker
-        self.reason = reason
+    worker: Worker[object]
+    reason: str
 
     @property
     def group(self) -> str:
         return self.worker.group
 
 
+@dataclass
 class StoreOpened(Message):
     """The session directory opened; ``first_page`` is the first window of the default session list, read in
     the same worker so the first screen has its rows as soon as it is composed (``None`` when not read)."""
 
-    def __init__(self, sd: SessionDir, first_page: SessionPage | None = None) -> None:
-        super().__init__()
-        self.sd = sd
-        self.first_page = first_page
+    sd: SessionDir
+    first_page: SessionPage | None = None
 
 
+@dataclass
 class StoreFailed(Message):
     """The session directory could not be opened; ``error`` is one sentence."""
 
-    def __init__(self, path: Path | None, error: str) -> None:
-        super().__init__()
-        self.path = path
-        self.error = error
+    path: Path | None
+    error: str
 
 
+@dataclass
 class DemoReady(Message):
     """The demo directory was built (or found up to date) at ``path``."""
 
-    def __init__(self, path: Path) -> None:
-        super().__init__()
-        self.path = path
+    path: Path
 
 
+@dataclass
 class IntegrityChecked(Message):
     """``PRAGMA quick_check`` finished: ``ok`` and the one-line result."""
 
-    def __init__(self, ok: bool, text: str) -> None:
-        super().__init__()
-        self.ok = ok
-        self.text = text
+    ok: bool
+    text: str
 
 
-
-
-
-
-
-
+@dataclass
 class UnfilteredCounted(Message):
     """The number of sessions with no filter (for "N of M (filtered)")."""
 
-    def __init__(self, total: int) -> None:
-        super().__init__()
-        self.total = total
+    total: int
 
 
 @dataclass(frozen=True)
@@ -94,28 +82,25 @@ class FacetChoice:
     count: int | None = None
 
 
+@dataclass
 class FacetsLoaded(Message):
     """The distinct work dirs, projects and channels, for the facet picker."""
 
-    def __init__(self, choices: list[FacetChoice]) -> None:
-        super().__init__()
-        self.choices = choices
+    choices: list[FacetChoice]
 
 
+@dataclass
 class SessionResolved(Message):
     """'Open session…' found the session to open (``session_id``) or failed (``error``)."""
 
-    def __init__(self, session_id: str, error: str = "") -> None:
-        super().__init__()
-        self.session_id = session_id
-        self.error = error
+    session_id: str
+    error: str = ""
 
 
+@dataclass
 class ExportFinished(Message):
     """A transcript export was written (``chars`` long), or failed with ``error``."""
 
-    def __init__(self, path: Path, chars: int, error: str = "") -> None:
-        super().__init__()
-        self.path = path
-        self.chars = chars
-        self.error = error
+    path: Path
+    chars: int
+    error: str = ""

@@ -19,6 +19,7 @@ its files on disk, a native file), which transcript is shown and how its file is
 from __future__ import annotations
 
 import bisect
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -80,36 +81,32 @@ FOLLOW_POLL_S = 0.5
 """How often a followed file is looked at (a ``stat``; it is read only when it changed)."""
 
 
+@dataclass
 class NativeLoaded(Message):
-    def __init__(self, load: NativeLoad) -> None:
-        super().__init__()
-        self.load = load
+    load: NativeLoad
 
 
+@dataclass
 class NativeFailed(Message):
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
+    text: str
 
 
+@dataclass
 class NativeBaselined(Message):
     """The followed file was read once; ``catch_up``: it holds another number of records than is shown."""
 
-    def __init__(self, stat: tuple[int, int, int] | None, catch_up: bool, error: str = "") -> None:
-        super().__init__()
-        self.stat = stat
-        self.catch_up = catch_up
-        self.error = error
+    stat: tuple[int, int, int] | None
+    catch_up: bool
+    error: str = ""
 
 
+@dataclass
 class NativePolled(Message):
     """A follow poll: what the follower said, and the session read again when it changed."""
 
-    def __init__(self, update: FollowUpdate | None, load: NativeLoad | None, error: str = "") -> None:
-        super().__init__()
-        self.update = update
-        self.load = load
-        self.error = error
+    update: FollowUpdate | None
+    load: NativeLoad | None
+    error: str = ""
 
 
 def _stat_of(path: Path) -> tuple[int, int, int] | None:

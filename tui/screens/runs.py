@@ -78,31 +78,28 @@ class RepairJob:
     label: str = ""
 
 
+@dataclass
 class PreviewReady(Message):
-    def __init__(self, job: RepairJob, repair: Repair, preview: RepairPreview) -> None:
-        super().__init__()
-        self.job = job
-        self.repair = repair
-        self.preview = preview
+    job: RepairJob
+    repair: Repair
+    preview: RepairPreview
 
 
+@dataclass
 class RepairFinished(Message):
     """``result`` when applied; else ``error`` (one sentence) and whether it was a refusal."""
 
-    def __init__(self, job: RepairJob, result: RepairResult | None, error: str = "", refused: bool = False) -> None:
-        super().__init__()
-        self.job = job
-        self.result = result
-        self.error = error
-        self.refused = refused
+    job: RepairJob
+    result: RepairResult | None
+    error: str = ""
+    refused: bool = False
 
 
+@dataclass
 class ToolsListed(Message):
-    def __init__(self, job: RepairJob, tools: InterruptedTools | None, error: str = "") -> None:
-        super().__init__()
-        self.job = job
-        self.tools = tools
-        self.error = error
+    job: RepairJob
+    tools: InterruptedTools | None
+    error: str = ""
 
 
 # --- picking tool calls ------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ so the mothx list starts as fast as before. A directory with no mothx sessions b
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -63,13 +63,12 @@ MOTHX_ONLY_ACTIONS = frozenset({"cycle_sort", "reverse_sort", "pick_facet", "ses
 """Keys that act on mothx sessions only (dimmed while a captured agent's sessions are listed)."""
 
 
+@dataclass
 class AgentsCounted(Message):
     """How many captured sessions each agent has (``cycle``: the user asked for the next source)."""
 
-    def __init__(self, counts: dict[str, int], cycle: bool) -> None:
-        super().__init__()
-        self.counts = counts
-        self.cycle = cycle
+    counts: dict[str, int]
+    cycle: bool
 
 
 class FilterBar(Horizontal):

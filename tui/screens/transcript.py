@@ -80,51 +80,45 @@ class SessionFacts:
     cursor: Cursor | None = None  # where following continues (read before the plan: nothing is missed)
 
 
+@dataclass
 class FactsLoaded(Message):
-    def __init__(self, facts: SessionFacts) -> None:
-        super().__init__()
-        self.facts = facts
+    facts: SessionFacts
 
 
+@dataclass
 class TurnsLoaded(Message):
     """The turn markers were read (``error``: they could not be; ``turns`` is then empty)."""
 
-    def __init__(self, turns: list[tuple[int, str, str]], error: str = "") -> None:
-        super().__init__()
-        self.turns = turns
-        self.error = error
+    turns: list[tuple[int, str, str]]
+    error: str = ""
 
 
+@dataclass
 class PlanVerified(Message):
     """The verify pass counted corrupt and replayed rows exactly (and checked row columns against JSON)."""
 
-    def __init__(self, plan: ReplayPlan) -> None:
-        super().__init__()
-        self.plan = plan
+    plan: ReplayPlan
 
 
+@dataclass
 class VerifyFailed(Message):
     """The verify pass could not count corrupt rows: ``text`` ends "counting corrupt rows…"."""
 
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
+    text: str
 
 
+@dataclass
 class FactsFailed(Message):
-    def __init__(self, text: str) -> None:
-        super().__init__()
-        self.text = text
+    text: str
 
 
+@dataclass
 class FollowRead(Message):
     """What a follow step found: the update, and the new plan when the rows only append messages."""
 
-    def __init__(self, update: FollowUpdate | None, plan: ReplayPlan | None, error: str = "") -> None:
-        super().__init__()
-        self.update = update
-        self.plan = plan
-        self.error = error
+    update: FollowUpdate | None
+    plan: ReplayPlan | None
+    error: str = ""
 
 
 def title_text(f: SessionFacts) -> Text:

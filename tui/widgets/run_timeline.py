@@ -11,6 +11,7 @@ re-read incrementally (only events after the last seq shown) when the run change
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.segment import Segment
@@ -187,22 +188,20 @@ class RunFacts(Widget):
         return text
 
 
+@dataclass
 class EventsLoaded(Message):
-    def __init__(self, run_id: str, generation: int, rows: list[RunEvent], append: bool, done: bool) -> None:
-        super().__init__()
-        self.run_id = run_id
-        self.generation = generation
-        self.rows = rows
-        self.append = append
-        self.done = done
+    run_id: str
+    generation: int
+    rows: list[RunEvent]
+    append: bool
+    done: bool
 
 
+@dataclass
 class EventsFailed(Message):
-    def __init__(self, run_id: str, generation: int, error: str) -> None:
-        super().__init__()
-        self.run_id = run_id
-        self.generation = generation
-        self.error = error
+    run_id: str
+    generation: int
+    error: str
 
 
 COLUMNS = (("seq", "SEQ", 6, "right"), ("time", "TIME UTC", 19, "left"), ("type", "TYPE", 18, "left"),
