@@ -18,26 +18,29 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sqlite3
 import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on, work
 from textual.app import App
-from textual.message import Message
 from textual.reactive import reactive
-from textual.worker import Worker, WorkerState
 from textual.worker_manager import WorkerManager
 
 from store.mothx.db import OpenMode
 from tui import actions
 from tui.formatting import describe_error, tildify
+from tui.lifecycle import (
+    QUIT_WAIT_S,
+    DaemonExecutor,
+    Interrupts,
+    ReportingWorkers,
+    close_bounded,
+    join_stragglers,
+)
 from tui.live import LiveChanged, LiveFlush, LiveUpdates, deliver, live_wanted
 from tui.messages import (
     DemoReady,
@@ -46,6 +49,15 @@ from tui.messages import (
     StoreFailed,
     StoreOpened,
     WorkerFailed,
+)
+from tui.opening import (
+    LIST_BUILDING,
+    ListBuilt,
+    ListVerified,
+    Opened,
+    integrity_line,
+    open_and_read,
+    quick_check_aside,
 )
 from tui.safe import markup_escape, notify
 from tui.theming import DEFAULT_THEME, THEMES_DIR, load_themes, remember_theme, remembered_theme
@@ -59,151 +71,26 @@ if TYPE_CHECKING:
     from store.mothx.sessiondir import SessionDir
     from store.mothx.sessions import SessionPage
 
-
-class Interrupts:
-    """The SQLite connections a quit must interrupt (``sqlite3.Connection.interrupt`` is safe from any thread):
-    the open store's, one still being opened, and the integrity check's own. Once :meth:`stop` was called,
-    every connection added later is interrupted at once, and again each time :meth:`interrupt` runs."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._conns: dict[int, sqlite3.Connection] = {}
-        self.stopping = False
-
-    def add(self, conn: sqlite3.Connection) -> None:
-        with self._lock:
-            self._conns[id(conn)] = conn
-            stopping = self.stopping
-        if stopping:
-            _interrupt(conn)
-
-    def discard(self, conn: sqlite3.Connection) -> None:
-        with self._lock:
-            self._conns.pop(id(conn), None)
-
-    def interrupt(self) -> None:
-        with self._lock:
-            conns = list(self._conns.values())
-        for conn in conns:
-            _interrupt(conn)
-
-    def stop(self) -> None:
-        with self._lock:
-            self.stopping = True
-        self.interrupt()
-
-
-def _interrupt(conn: sqlite3.Connection) -> None:
-    try:
-        conn.interrupt()
-    except sqlite3.Error:  # closed already (ProgrammingError is a sqlite3.Error)
-        pass
-
-
-def quick_check_aside(sd: SessionDir, interrupts: Interrupts | None = None) -> str:
-    """``quick_check`` on a read connection of its own, so the list can still read while it runs (it takes
-    about a second per 500 MB and ``sd.db`` serialises its users). Where a second connection would need a
-    private copy of the files (``sd.db`` already reads one), the check runs on ``sd.db`` itself. The aside
-    connection is in ``interrupts`` while the check runs (a quit stops it).
-
-    A passed check is remembered against the database file's identity (:mod:`store.mothx.checkcache`): an
-    open of an unchanged file answers ``ok`` without reading it again."""
-    from store.mothx import checkcache
-
-    if sd.db.private_copy is not None:
-        return sd.db.quick_check()  # a snapshot's copy is new each time: nothing to remember it by
-    before = checkcache.identity(sd.db.path)
-    if checkcache.recall("quick_check", sd.db.path, before) == "ok":
-        return "ok"
-    result = _quick_check_now(sd, interrupts)
-    if result.strip().lower() == "ok":
-        checkcache.remember("quick_check", sd.db.path, before, "ok")
-    return result
-
-
-def _quick_check_now(sd: SessionDir, interrupts: Interrupts | None) -> str:
-    from store.mothx.db import open_database
-
-    mode = OpenMode.READ_ONLY if sd.mode is OpenMode.READ_WRITE else sd.mode
-    try:
-        aside = open_database(sd.db.path, mode)
-    except Exception:  # noqa: BLE001 - fall back to the shared connection
-        return sd.db.quick_check()
-    if interrupts is not None:
-        interrupts.add(aside.conn)
-    try:
-        return aside.quick_check()
-    finally:
-        if interrupts is not None:
-            interrupts.discard(aside.conn)
-        aside.close()
-
-
-INTEGRITY_PROBLEM_CHARS = 48
-"""The first problem of a failed check is cut to this many characters in the status line (the full report is in
-the notification)."""
-
-
-def integrity_line(report: str) -> str:
-    """One status-line text for a failed ``quick_check``: the first problem and how many more there are."""
-    problems = [
-        line.strip()
-        for part in report.split(";")
-        for line in part.splitlines()
-        if line.strip() and not line.strip().startswith("***")
-    ]
-    if not problems:
-        return "integrity FAILED"
-    more = f" (+{len(problems) - 1:,} more)" if len(problems) > 1 else ""
-    first = problems[0] if len(problems[0]) <= INTEGRITY_PROBLEM_CHARS else problems[0][: INTEGRITY_PROBLEM_CHARS - 1] + "…"
-    return f"integrity FAILED: {first}{more}"
-
-
-@dataclass
-class Opened:
-    """What opening a session directory gave: the store and the first window of the default list, or an error."""
-
-    sd: SessionDir | None = None
-    first_page: SessionPage | None = None
-    error: str = ""
-    provisional: bool = False
-    """``first_page`` is provisional (no list cache yet: newest sessions by creation, no counts); the caller
-    builds the cache in the background."""
-
-
-def open_and_read(
-    path: Path, mode: OpenMode, *, prefetch: bool = True, interrupts: Interrupts | None = None
-) -> Opened:
-    """Open ``path`` in ``mode`` and (``prefetch``) read the first window of the default session list.
-
-    The store's connection is in ``interrupts`` from the moment it is open (the first read may build the list
-    cache, which a quit must be able to stop). Never raises: a failure is returned as one sentence (a
-    StoreError's own, or the type of a bug)."""
-    from store.mothx.sessiondir import open_session_dir
-
-    try:
-        sd = open_session_dir(path, mode)
-    except OSError as exc:
-        return Opened(error=f"{path} cannot be read: {exc.strerror or exc}.")
-    except Exception as exc:  # noqa: BLE001 - StoreError (or a bug) becomes one line on an error screen
-        return Opened(error=describe_error(exc))
-    if interrupts is not None:
-        interrupts.add(sd.db.conn)
-    first_page = None
-    if prefetch:
-        try:
-            from store.mothx.provisional import list_cache_missing, provisional_page
-            from store.mothx.sessions import defer_deletion_check, list_sessions
-            from tui.widgets.session_list import WINDOW, default_query
-
-            if list_cache_missing(sd):  # a first open: draw before the cache is built (SessionscopeApp._build_list)
-                return Opened(sd=sd, first_page=provisional_page(sd, WINDOW), provisional=True)
-            query = default_query()
-            defer_deletion_check(sd)  # checked after the first paint (SessionscopeApp.start_integrity_check)
-            first_page = list_sessions(sd, query.flt, query.sort, query.descending, offset=0, limit=WINDOW)
-        except Exception:  # noqa: BLE001 - the list reads (and reports) it again itself
-            first_page = None
-    return Opened(sd=sd, first_page=first_page)
+__all__ = [
+    "BASE_SCREENS",
+    "FIRST_PAINT_HOLD_S",
+    "LIST_BUILDING",
+    "QUIT_WAIT_S",
+    "DaemonExecutor",
+    "Interrupts",
+    "ListBuilt",
+    "ListVerified",
+    "Opened",
+    "ReportingWorkers",
+    "SessionscopeApp",
+    "close_bounded",
+    "integrity_line",
+    "join_stragglers",
+    "open_and_read",
+    "quick_check_aside",
+]
+"""What other modules and tests import from here (the opening and the life-cycle helpers live in
+:mod:`tui.opening` and :mod:`tui.lifecycle`)."""
 
 
 BASE_SCREENS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -217,113 +104,6 @@ FIRST_PAINT_HOLD_S = 0.3
 ``await``: the event loop, the app's messages and the worker run on), so that its first layout and frame have
 the rows instead of "Opening…" drawn moments before them; a slower opening (the first open of a large directory
 builds the list cache) shows "Opening…" first."""
-
-
-class ListVerified(Message):
-    """The list cache's deferred deletion check repaired it: what the lists show may have changed."""
-
-    def __init__(self, sd: SessionDir) -> None:
-        super().__init__()
-        self.sd = sd
-
-
-class ListBuilt(Message):
-    """The list cache of a first open was built (``error`` when it failed): the provisional rows can go."""
-
-    def __init__(self, sd: SessionDir, error: str = "") -> None:
-        super().__init__()
-        self.sd = sd
-        self.error = error
-
-
-LIST_BUILDING = "building the session list… (rows provisional: newest by creation, no counts yet)"
-"""The status line while the first open of a directory builds its list cache."""
-
-
-QUIT_WAIT_S = 1.0
-"""How long a quit waits, in all, for work still running (thread workers, the store being closed) before the
-process ends anyway."""
-
-
-
-class DaemonExecutor(ThreadPoolExecutor):
-    """The event loop's default executor, so every thread worker runs here: one daemon thread per job.
-
-    asyncio's own pool has non-daemon threads that ``asyncio.run`` and the interpreter's exit both join without
-    a bound: one worker blocked in a long SQLite call kept the process alive after ``q``. Here :meth:`shutdown`
-    waits at most :data:`QUIT_WAIT_S` and a job still running then does not keep the process alive.
-    """
-
-    def __init__(self, wait_s: float = QUIT_WAIT_S) -> None:
-        super().__init__(max_workers=1, thread_name_prefix="sessionscope-worker")
-        self.wait_s = wait_s
-        self.deadline: float | None = None
-        """The quit's own deadline (``time.monotonic``), when the app set one: the wait ends then at the latest."""
-        self._jobs: set[threading.Thread] = set()
-        self._jobs_lock = threading.Lock()
-        self._closed = False
-        self._count = 0
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-
-        def run() -> None:
-            try:
-                if not future.set_running_or_notify_cancel():
-                    return
-                try:
-                    result = fn(*args, **kwargs)
-                except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
-                    future.set_exception(exc)
-                else:
-                    future.set_result(result)
-            finally:
-                with self._jobs_lock:
-                    self._jobs.discard(threading.current_thread())
-
-        with self._jobs_lock:
-            if self._closed:
-                raise RuntimeError("cannot schedule new futures after shutdown")
-            self._count += 1
-            thread = threading.Thread(target=run, name=f"sessionscope-worker-{self._count}", daemon=True)
-            self._jobs.add(thread)
-        thread.start()
-        return future
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        with self._jobs_lock:
-            self._closed = True
-            jobs = list(self._jobs)
-        if wait:
-            wait_s = self.wait_s if self.deadline is None else min(self.wait_s, self.deadline - time.monotonic())
-            deadline = time.monotonic() + max(0.0, wait_s)
-            for thread in jobs:
-                thread.join(max(0.0, deadline - time.monotonic()))
-
-    @property
-    def running(self) -> int:
-        with self._jobs_lock:
-            return sum(1 for thread in self._jobs if thread.is_alive())
-
-
-class ReportingWorkers(WorkerManager):
-    """The app's worker manager: a worker that ends in ERROR (an exception it did not catch) posts
-    :class:`~tui.messages.WorkerFailed` to the node that started it. The message bubbles up to the app, which
-    notifies the reason; a screen or widget on the way may end its "…ing" state. One handler for every worker,
-    never a traceback screen (the workers use ``exit_on_error=False``)."""
-
-    def _remove_worker(self, worker: Worker[Any]) -> None:
-        super()._remove_worker(worker)
-        if worker.state is not WorkerState.ERROR or worker.error is None:
-            return
-        app = self._app
-        if isinstance(app, SessionscopeApp) and app._quitting:
-            return  # an interrupted query at quit is not news
-        # Sent "by the app": Textual stops a bubbling message at its sender, which must not be a screen on the way.
-        message = WorkerFailed(worker, describe_error(worker.error)).set_sender(app)
-        node = worker.node
-        if node is app or not node.post_message(message):
-            app.post_message(message)
 
 
 def _commands_provider() -> type[Provider]:
@@ -886,48 +666,3 @@ class SessionscopeApp(App[object]):
                     pass
             os._exit(code if isinstance(code, int) else 0)
         return result
-
-
-def close_bounded(stores: list[SessionDir], interrupts: Interrupts, wait_s: float = QUIT_WAIT_S) -> bool:
-    """Close ``stores`` on a daemon thread, interrupting their SQLite calls until they are closed (a worker may
-    hold a store's lock in a long query), waiting at most ``wait_s``. True when every store was closed."""
-    done = threading.Event()
-
-    def close_all() -> None:
-        try:
-            for sd in stores:
-                try:
-                    sd.close()
-                except Exception:  # noqa: BLE001 - the process is ending: the next open recovers the WAL
-                    pass
-        finally:
-            done.set()
-
-    threading.Thread(target=close_all, name="sessionscope-close", daemon=True).start()
-    deadline = time.monotonic() + wait_s
-    while not done.wait(0.02):
-        interrupts.interrupt()
-        if time.monotonic() > deadline:
-            return False
-    return True
-
-
-def _exit_joined_threads() -> list[threading.Thread]:
-    """The threads the interpreter joins, without a bound, when it exits: those that are not daemons, and every
-    thread of a ``concurrent.futures`` pool (its exit hook joins them, daemon or not; the store's parallel scans
-    run on such a pool, on a daemon thread's behalf)."""
-    from concurrent.futures import thread as futures_thread
-
-    me = threading.current_thread()
-    found = {t for t in threading.enumerate() if not t.daemon}
-    found.update(getattr(futures_thread, "_threads_queues", {}).keys())
-    return [t for t in found if t is not me and t is not threading.main_thread() and t.is_alive()]
-
-
-def join_stragglers(wait_s: float) -> bool:
-    """Join the threads the interpreter's exit would wait for (:func:`_exit_joined_threads`), within ``wait_s``
-    in all; True when none is left."""
-    deadline = time.monotonic() + wait_s
-    for thread in _exit_joined_threads():
-        thread.join(max(0.0, deadline - time.monotonic()))
-    return not _exit_joined_threads()

@@ -53,7 +53,7 @@ def test_a_record_holds_only_for_the_same_files(writer: Writer) -> None:
 
 
 def test_quick_check_runs_once_per_unchanged_file(writer: Writer, monkeypatch: pytest.MonkeyPatch) -> None:
-    import tui.app as app_module
+    import tui.opening as app_module  # quick_check_aside and _quick_check_now live there
 
     w = writer
     w.user(w.session("b" * 16), "one")
@@ -77,7 +77,7 @@ def test_quick_check_runs_once_per_unchanged_file(writer: Writer, monkeypatch: p
 
 
 def test_a_failed_quick_check_is_not_remembered(writer: Writer, monkeypatch: pytest.MonkeyPatch) -> None:
-    import tui.app as app_module
+    import tui.opening as app_module  # quick_check_aside and _quick_check_now live there
 
     w = writer
     w.user(w.session("c" * 16), "one")
