@@ -293,12 +293,13 @@ def recent_runs(sd: SessionDir, scope: RunScope, *, after: RunCursor | None = No
 
 
 def runs_page(sd: SessionDir, scope: RunScope, *, after: RunCursor | None = None, limit: int = PAGE,
-              now: int | None = None, local_instance_id: LocalOwner = None,
+              now: int | None = None, local_instance_id: LocalOwner = None, with_active: bool | None = None,
               active_limit: int = ACTIVE_CAP) -> RunPage:
     """A page of the Runs list: without ``after`` (the first page) the active runs of ``scope`` and its first
-    ``limit`` recent runs; with ``after`` the next ``limit`` recent runs alone (one query)."""
+    ``limit`` recent runs; with ``after`` the next ``limit`` recent runs alone (one query). ``with_active`` says
+    whether the active runs are read too (default: for the first page only)."""
     page = recent_runs(sd, scope, after=after, limit=limit, now=now, local_instance_id=local_instance_id)
-    if after is not None:
+    if not (after is None if with_active is None else with_active):
         return page
     active = active_runs(sd, scope, now=now, local_instance_id=local_instance_id, limit=active_limit)
     return RunPage(active, page.recent, page.after, page.more)

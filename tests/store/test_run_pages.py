@@ -83,6 +83,9 @@ def test_pages_skip_active_runs_and_match_the_whole_list(many: tuple[SessionDir,
     assert len(walked) == COUNT and not any(ls.run.active for ls in walked)
     end = recent_runs(sd, RunScope(), after=walked[-1].cursor, limit=200, now=T0 + 1)
     assert end.recent == () and not end.more and end.after == walked[-1].cursor
+    past = runs_page(sd, RunScope(), after=walked[99].cursor, limit=5, now=T0 + 1, with_active=True)
+    assert past.active is not None and len(past.active) == SESSIONS and past.recent == tuple(walked[100:105])
+    assert runs_page(sd, RunScope(), limit=5, now=T0 + 1, with_active=False).active is None
 
     one = runs_page(sd, RunScope(sessions[2]), limit=COUNT, now=T0 + 1)
     assert one.active is not None and [ls.run.session_id for ls in one.active] == [sessions[2]]

@@ -163,7 +163,7 @@ async def test_R_on_sessions_opens_that_sessions_runs(demo_master: Path) -> None
 
 
 async def test_countdown_ticks_on_the_clock_without_reading(demo_master: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import store.mothx.runs
+    import store.mothx.run_listing
 
     now = [LIVE_LEASE_EXPIRES_AT - 9.0]
     app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT, clock=lambda: now[0])
@@ -174,8 +174,8 @@ async def test_countdown_ticks_on_the_clock_without_reading(demo_master: Path, m
         index = row_index(lst, ids["live"])
         assert "expires in 9 s" in lst.render_line(index + 1).text
         reads: list[object] = []
-        real = store.mothx.runs.list_runs
-        monkeypatch.setattr(store.mothx.runs, "list_runs", lambda *a, **k: reads.append(a) or real(*a, **k))
+        real = store.mothx.run_listing.list_runs  # every read of the Runs list goes through it
+        monkeypatch.setattr(store.mothx.run_listing, "list_runs", lambda *a, **k: reads.append(a) or real(*a, **k))
         now[0] += 5
         await wait_for(pilot, lambda: "expires in 4 s" in lst.render_line(index + 1).text, "the countdown to tick")
         now[0] += 5

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.cells import cell_len, set_cell_size
@@ -190,19 +190,12 @@ def read_runs_page(
     """The store's :func:`~store.mothx.run_listing.runs_page` of ``scope`` as rows with their session titles: the
     active runs (when ``first``) and the next ``page`` recent runs after ``after`` (default :data:`FIRST_PAGE`
     for the first read, else :data:`PAGE`)."""
-    from store.mothx.run_listing import recent_runs, runs_page
+    from store.mothx.run_listing import runs_page
 
     if page is None:
         page = FIRST_PAGE if first else PAGE
-    me = local_instance_id()
-    if first:
-        read = runs_page(sd, scope, after=after, limit=page, now=now, local_instance_id=me)
-        if after is not None:  # the first read of a list that starts past ``after``: the active runs too
-            from store.mothx.run_listing import active_runs
-
-            read = replace(read, active=active_runs(sd, scope, now=now, local_instance_id=me))
-    else:
-        read = recent_runs(sd, scope, after=after, limit=page, now=now, local_instance_id=me)
+    read = runs_page(sd, scope, after=after, limit=page, now=now, local_instance_id=local_instance_id(),
+                     with_active=first)
     return titled_page(sd, read, known_titles)
 
 
