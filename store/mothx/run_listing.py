@@ -37,6 +37,14 @@ from store.mothx.schema import SchemaInfo
 if TYPE_CHECKING:
     from store.mothx.sessiondir import SessionDir
 
+ACTIVE_CAP = 1000
+"""Active runs read at once (a directory with more is inconsistent anyway: one active run per session)."""
+
+PAGE = 200
+"""Recent runs per keyset read."""
+
+ORPHAN_STATES = frozenset({"orphaned", "recovery_failed"})
+
 
 @dataclass(frozen=True)
 class RunCursor:
@@ -125,12 +133,16 @@ def list_runs(
     *,
     session_id: str | None = None,
     active_only: bool = False,
+    terminal_only: bool = False,
     limit: int = 200,
     after: RunCursor | None = None,
     now: int | None = None,
     local_instance_id: LocalOwner = None,
 ) -> list[RunListing]:
-    """Runs newest first (``started_at``, then id), a keyset page after ``after``, all read in one transaction."""
+    """Runs newest first (``started_at``, then id), a keyset page after ``after``, all read in one transaction.
+
+    ``active_only``: the non-terminal runs alone; ``terminal_only``: every other run (a status that is not a
+    known non-terminal one, ``NULL`` included), filtered in the query, so a page never skips rows."""
     schema = sd.schema
     if not schema.has("session_runs"):
         return []
@@ -141,6 +153,9 @@ def list_runs(
         args.append(session_id)
     if active_only:
         where.append(f"status IN ({_in_marks(list(NON_TERMINAL_STATUSES))})")
+        args.extend(NON_TERMINAL_STATUSES)
+    if terminal_only:
+        where.append(f"(status IS NULL OR status NOT IN ({_in_marks(list(NON_TERMINAL_STATUSES))}))")
         args.extend(NON_TERMINAL_STATUSES)
     if after is not None:
         sql, more = _after(after)
@@ -217,11 +232,74 @@ def _facts_for_sessions(conn: sqlite3.Connection, sessions: list[str], t: int,
     return out
 
 
+def is_orphan(listing: RunListing) -> bool:
+    """An active run whose owner is gone: derived state ``orphaned`` or ``recovery_failed``."""
+    return listing.execution is not None and listing.execution.state in ORPHAN_STATES
+
+
 def list_orphaned(sd: SessionDir, *, now: int | None = None, local_instance_id: LocalOwner = None,
-                  limit: int = 1000) -> list[RunListing]:
+                  limit: int = ACTIVE_CAP) -> list[RunListing]:
     """Active runs whose owner is gone: derived state ``orphaned`` or ``recovery_failed``."""
-    return [
-        listing
-        for listing in list_runs(sd, active_only=True, limit=limit, now=now, local_instance_id=local_instance_id)
-        if listing.execution is not None and listing.execution.state in ("orphaned", "recovery_failed")
-    ]
+    return [listing for listing in list_runs(sd, active_only=True, limit=limit, now=now,
+                                             local_instance_id=local_instance_id) if is_orphan(listing)]
+
+
+# --- the Runs list's sequence (the screen and the ``runs`` command read it through these) ---------------------
+
+
+@dataclass(frozen=True)
+class RunScope:
+    """Which runs the list shows: every session's or one session's; with ``orphaned_only``, the orphaned active
+    runs alone (no recent runs)."""
+
+    session_id: str | None = None  # None: every session
+    orphaned_only: bool = False
+
+
+@dataclass(frozen=True)
+class RunPage:
+    """One read of the list: the active runs (the first read only, else ``None``), then one keyset page of
+    recent (terminal) runs newest first. ``after`` is the key the next page starts after (the last recent
+    row's, else the one given); ``more``: recent runs go on past this page."""
+
+    active: tuple[RunListing, ...] | None
+    recent: tuple[RunListing, ...]
+    after: RunCursor | None
+    more: bool
+
+    @property
+    def rows(self) -> tuple[RunListing, ...]:
+        return (*(self.active or ()), *self.recent)
+
+
+def active_runs(sd: SessionDir, scope: RunScope, *, now: int | None = None, local_instance_id: LocalOwner = None,
+                limit: int = ACTIVE_CAP) -> tuple[RunListing, ...]:
+    """The active runs of ``scope`` (the orphaned ones alone with ``orphaned_only``): one :func:`list_runs` read."""
+    rows = list_runs(sd, session_id=scope.session_id, active_only=True, limit=limit, now=now,
+                     local_instance_id=local_instance_id)
+    return tuple(ls for ls in rows if is_orphan(ls)) if scope.orphaned_only else tuple(rows)
+
+
+def recent_runs(sd: SessionDir, scope: RunScope, *, after: RunCursor | None = None, limit: int = PAGE,
+                now: int | None = None, local_instance_id: LocalOwner = None) -> RunPage:
+    """The next ``limit`` terminal runs of ``scope`` after ``after``: one :func:`list_runs` read (``limit + 1``
+    rows, to know whether more follow) at any depth. Nothing with ``orphaned_only``."""
+    if scope.orphaned_only or limit <= 0:
+        return RunPage(None, (), after, False)
+    rows = list_runs(sd, session_id=scope.session_id, terminal_only=True, limit=limit + 1, after=after, now=now,
+                     local_instance_id=local_instance_id)
+    page = tuple(rows[:limit])
+    return RunPage(None, page, page[-1].cursor if page else after, len(rows) > limit)
+
+
+def runs_page(sd: SessionDir, scope: RunScope, *, after: RunCursor | None = None, limit: int = PAGE,
+              now: int | None = None, local_instance_id: LocalOwner = None, with_active: bool | None = None,
+              active_limit: int = ACTIVE_CAP) -> RunPage:
+    """A page of the Runs list: without ``after`` (the first page) the active runs of ``scope`` and its first
+    ``limit`` recent runs; with ``after`` the next ``limit`` recent runs alone (one query). ``with_active`` says
+    whether the active runs are read too (default: for the first page only)."""
+    page = recent_runs(sd, scope, after=after, limit=limit, now=now, local_instance_id=local_instance_id)
+    if not (after is None if with_active is None else with_active):
+        return page
+    active = active_runs(sd, scope, now=now, local_instance_id=local_instance_id, limit=active_limit)
+    return RunPage(active, page.recent, page.after, page.more)

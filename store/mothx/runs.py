@@ -42,7 +42,18 @@ from store.mothx.run_events import (
     run_event_id,
     run_events_conn,
 )
-from store.mothx.run_listing import RunCursor, RunListing, list_orphaned, list_runs
+from store.mothx.run_listing import (
+    RunCursor,
+    RunListing,
+    RunPage,
+    RunScope,
+    active_runs,
+    is_orphan,
+    list_orphaned,
+    list_runs,
+    recent_runs,
+    runs_page,
+)
 from store.mothx.run_model import (
     ALLOWED_FROM,
     DECISION_EVENT_TYPES,
@@ -86,6 +97,7 @@ __all__ = [
     "ALLOWED_FROM", "DECISION_EVENT_TYPES", "EXECUTION_STATES", "NON_TERMINAL_STATUSES", "TERMINAL_STATUSES",
     "AppendedEntry", "ConversationTurn", "ExecutionFacts", "ExecutionState", "InvalidRunTransition", "NewRun",
     "NewRunEvent", "PendingDecision", "RecoveryRecord", "ResponseRun", "Run", "RunCursor", "RunEvent", "RunListing",
+    "RunPage", "RunScope", "active_runs", "is_orphan", "recent_runs", "runs_page",
     "SessionModified", "active_runs_conn", "append_entry", "append_run_event", "close_turn", "create_run",
     "decision_id_of", "derive_execution_state", "fence_run", "get_recovery", "get_run", "get_run_conn",
     "insert_run_event", "inspect_execution", "is_non_terminal", "is_terminal", "latest_run_event_seq", "leaf_id",

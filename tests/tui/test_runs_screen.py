@@ -19,7 +19,7 @@ from tests.tui.runswait import db_rows, settle_runs, wait_for
 from tui.app import SessionscopeApp
 from tui.screens.runs import RunsScreen, ToolPickDialog
 from tui.widgets.confirm import ConfirmDialog
-from tui.widgets.row_list import GAP, GUTTER, fit
+from tui.widgets.row_list import GAP, GUTTER, Page, fit
 from tui.widgets.run_list import RunList, RunRow, duration_text, expiry_text, holder_cell, holder_text, recovery_text
 from tui.widgets.run_timeline import RunFacts, RunTimeline
 
@@ -163,7 +163,7 @@ async def test_R_on_sessions_opens_that_sessions_runs(demo_master: Path) -> None
 
 
 async def test_countdown_ticks_on_the_clock_without_reading(demo_master: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import store.mothx.runs
+    import store.mothx.run_listing
 
     now = [LIVE_LEASE_EXPIRES_AT - 9.0]
     app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT, clock=lambda: now[0])
@@ -174,8 +174,8 @@ async def test_countdown_ticks_on_the_clock_without_reading(demo_master: Path, m
         index = row_index(lst, ids["live"])
         assert "expires in 9 s" in lst.render_line(index + 1).text
         reads: list[object] = []
-        real = store.mothx.runs.list_runs
-        monkeypatch.setattr(store.mothx.runs, "list_runs", lambda *a, **k: reads.append(a) or real(*a, **k))
+        real = store.mothx.run_listing.list_runs  # every read of the Runs list goes through it
+        monkeypatch.setattr(store.mothx.run_listing, "list_runs", lambda *a, **k: reads.append(a) or real(*a, **k))
         now[0] += 5
         await wait_for(pilot, lambda: "expires in 4 s" in lst.render_line(index + 1).text, "the countdown to tick")
         now[0] += 5
@@ -564,7 +564,8 @@ async def test_list_keeps_its_telling_columns(demo_master: Path, size: tuple[int
 
 
 class FakeReader:
-    """``list_runs`` over runs held in a list (newest first), counting the queries."""
+    """The store's reads over runs held in a list (newest first), counting the queries: ``active`` the active
+    runs, ``recent`` a keyset page of the others (the store leaves the active runs out in the query)."""
 
     def __init__(self, active: set[int], n: int) -> None:
         from types import SimpleNamespace
@@ -574,24 +575,26 @@ class FakeReader:
         self.queries = 0
         self.scope = SimpleNamespace(orphaned_only=False, session_id=None)
 
-    def list_runs(self, *, limit: int, after: object = None, active_only: bool = False) -> list[object]:
+    def active(self) -> list[RunRow]:
         self.queries += 1
-        rows = [ls for ls in self.listings if ls.run.active or not active_only]
+        return [RunRow(ls) for ls in self.listings if ls.run.active]  # type: ignore[arg-type]
+
+    def recent(self, after: object, limit: int) -> Page[RunRow]:
+        self.queries += 1
+        rows = [ls for ls in self.listings if not ls.run.active]
         start = 0 if after is None else next(i for i, ls in enumerate(rows) if ls.cursor == after) + 1
-        return rows[start:start + limit]
-
-    def rows(self, listings: list[object]) -> list[RunRow]:
-        return [RunRow(ls) for ls in listings]  # type: ignore[arg-type]
+        chunk = rows[start:start + limit]
+        return Page(tuple(RunRow(ls) for ls in chunk), start + limit < len(rows))  # type: ignore[arg-type]
 
 
-def test_recent_runs_skip_active_runs_and_read_on_until_a_page_has_rows() -> None:
+def test_recent_runs_are_one_read_per_page_and_the_source_chains_active_then_recent() -> None:
     from tui.widgets.run_list import PAGE, RecentRuns, RunSource
 
     active = set(range(0, 3 * PAGE, 1))  # the first three pages of the store are all active runs
     reader = FakeReader(active, 3 * PAGE + 5)
     page = RecentRuns(reader).first(10)  # type: ignore[arg-type]
     assert [r.run_id for r in page.rows] == [f"run_{i:016d}" for i in range(3 * PAGE, 3 * PAGE + 5)]
-    assert not page.more and reader.queries == 4
+    assert not page.more and reader.queries == 1
 
     reader = FakeReader({1, 4}, 12)
     source = RunSource(reader)  # type: ignore[arg-type]

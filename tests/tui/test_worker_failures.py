@@ -42,9 +42,9 @@ def _notified(app: SessionscopeApp, *parts: str) -> bool:
 async def test_a_failing_store_call_is_notified_and_reading_runs_ends(
     demo_master: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import store.mothx.runs
+    import store.mothx.run_listing
 
-    monkeypatch.setattr(store.mothx.runs, "list_runs", _boom)
+    monkeypatch.setattr(store.mothx.run_listing, "list_runs", _boom)  # every read of the Runs list goes through it
     app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT, clock=lambda: DEMO_NOW_UNIX)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_runs(pilot)

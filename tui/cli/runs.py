@@ -202,7 +202,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_runs(args: argparse.Namespace) -> int:
     from store.mothx.leases import LeaseOwner
-    from store.mothx.runs import list_runs
+    from store.mothx.runs import RunScope, runs_page
 
     me = LeaseOwner.current().instance_id
     with _open(args, OpenMode.READ_ONLY) as sd:
@@ -211,21 +211,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
             from store.mothx.sessions import resolve_session_id
 
             session_id = resolve_session_id(sd, args.session)
-        active = list_runs(sd, session_id=session_id, active_only=True, limit=1000, local_instance_id=me)
-        recent: list[RunListing] = []
-        if args.orphaned:
-            active = [ls for ls in active if ls.execution is not None
-                      and ls.execution.state in ("orphaned", "recovery_failed")]
-        elif args.limit:
-            after = None
-            while len(recent) < args.limit:
-                page = list_runs(sd, session_id=session_id, limit=200, after=after, local_instance_id=me)
-                recent.extend(ls for ls in page if not ls.run.active)
-                if len(page) < 200:
-                    break
-                after = page[-1].cursor
-            del recent[args.limit:]
-    rows = [*active, *recent]
+        # The Runs screen's first page: the active (or orphaned) runs, then the newest ``--limit`` terminal runs.
+        page = runs_page(sd, RunScope(session_id, orphaned_only=args.orphaned), limit=args.limit,
+                         local_instance_id=me)
+    rows = list(page.rows)
     if args.json:
         json_out([run_json(ls) for ls in rows])
         return 0

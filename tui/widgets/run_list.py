@@ -2,10 +2,12 @@
 
 What it shows, top to bottom: every **active** run of the scope (one session, or all; at most
 :data:`ACTIVE_CAP`, one read held in memory: :class:`ActiveRuns`), then **recent** runs newest first, read by
-keyset (``store.mothx.runs.list_runs(after=...)``, :class:`RecentRuns`) a page at a time while the user scrolls
-towards the end (at most :attr:`RunList.DISPLAY_CAP`, shown as "2,000 of >2,000"). The two are one
-:class:`RunSource` (a :class:`~tui.widgets.row_list.ChainSource`); the orphaned-only filter is an
-:class:`ActiveRuns` of orphaned runs alone. The widget owns the cursor, paging, styles and the strip cache.
+keyset a page at a time while the user scrolls towards the end (at most :attr:`RunList.DISPLAY_CAP`, shown as
+"2,000 of >2,000"). What is read, and in which order, is the store's (:mod:`store.mothx.run_listing`:
+:func:`~store.mothx.run_listing.active_runs`, :func:`~store.mothx.run_listing.recent_runs` — one query per
+page — and :func:`~store.mothx.run_listing.runs_page`, which the ``runs`` command reads too); this module
+adapts them to row sources: :class:`ActiveRuns`, :class:`RecentRuns`, chained in :class:`RunSource`, with the
+session titles. The widget owns the cursor, paging, styles and the strip cache.
 
 Times on screen come from the app's clock (``app.clock``), never from the terminal's: the lease countdown
 ("expires in 9 s", "expired 3 h ago") is computed when a row is drawn, so the screen's one-second timer only
@@ -22,12 +24,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.cells import cell_len, set_cell_size
 from textual import on
 
 from store import times
+from store.mothx.run_listing import ACTIVE_CAP, ORPHAN_STATES, PAGE, RunScope, is_orphan
 from store.safetext import safe
 from tui import actions
 from tui.context import services
@@ -37,14 +40,8 @@ from tui.widgets.row_list import ChainSource, Column, Key, ListSource, Page, Row
 
 if TYPE_CHECKING:
     from store.mothx.leases import LeaseSnapshot
-    from store.mothx.runs import RecoveryRecord, RunCursor, RunListing
+    from store.mothx.runs import RecoveryRecord, RunCursor, RunListing, RunPage
     from store.mothx.sessiondir import SessionDir
-
-ACTIVE_CAP = 1000
-"""Active runs read at once (a directory with more is inconsistent anyway: one active run per session)."""
-
-PAGE = 200
-"""Recent runs per keyset read."""
 
 FIRST_PAGE = 80
 """Recent runs in the first read (a few screens' worth: the first paint waits for it; the rest follows in PAGEs)."""
@@ -53,8 +50,6 @@ DISPLAY_CAP = 2000
 """Runs kept on screen at most (:attr:`RunList.DISPLAY_CAP`); beyond it the status line says "2,000 of >2,000"."""
 
 RECENT_CAP = DISPLAY_CAP  # the old name
-
-ORPHAN_STATES = frozenset({"orphaned", "recovery_failed"})
 
 
 
@@ -121,10 +116,6 @@ def lease_applies(listing: RunListing) -> bool:
     return lease is not None and (listing.run.active or lease.run_id == listing.run.id)
 
 
-def is_orphan(listing: RunListing) -> bool:
-    return listing.execution is not None and listing.execution.state in ORPHAN_STATES
-
-
 @dataclass(frozen=True)
 class RunRow:
     """One line of the list: the store's listing and the title of its session (``""`` when unknown)."""
@@ -157,14 +148,6 @@ class RunRow:
             (rec.state, rec.attempt, rec.next_retry_at) if rec else None,
             self.title,
         )
-
-
-@dataclass(frozen=True)
-class RunScope:
-    """Which runs the list shows."""
-
-    session_id: str | None = None  # None: every session
-    orphaned_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -204,33 +187,26 @@ def read_runs_page(
     known_titles: dict[str, str] | None = None,
     page: int | None = None,
 ) -> RunsPage:
-    """The active runs (when ``first``) and the next ``page`` recent terminal runs after ``after`` (default
-    :data:`FIRST_PAGE` for the first read, else :data:`PAGE`)."""
-    from store.mothx.runs import list_runs
+    """The store's :func:`~store.mothx.run_listing.runs_page` of ``scope`` as rows with their session titles: the
+    active runs (when ``first``) and the next ``page`` recent runs after ``after`` (default :data:`FIRST_PAGE`
+    for the first read, else :data:`PAGE`)."""
+    from store.mothx.run_listing import runs_page
 
     if page is None:
         page = FIRST_PAGE if first else PAGE
+    read = runs_page(sd, scope, after=after, limit=page, now=now, local_instance_id=local_instance_id(),
+                     with_active=first)
+    return titled_page(sd, read, known_titles)
 
-    me = local_instance_id()
-    active: list[RunListing] | None = None
-    if first:
-        active = list_runs(sd, session_id=scope.session_id, active_only=True, limit=ACTIVE_CAP, now=now,
-                           local_instance_id=me)
-    recent: list[RunListing] = []
-    cursor = after
-    done = True
-    if not scope.orphaned_only:
-        chunk = list_runs(sd, session_id=scope.session_id, limit=page, after=after, now=now, local_instance_id=me)
-        done = len(chunk) < page
-        if chunk:
-            cursor = chunk[-1].cursor
-        recent = [ls for ls in chunk if not ls.run.active]
+
+def titled_page(sd: SessionDir, read: RunPage, known_titles: dict[str, str] | None = None) -> RunsPage:
+    """``read`` as rows with the titles of their sessions (``known_titles`` first, the rest read once)."""
     known = known_titles or {}
-    wanted = {ls.run.session_id for ls in (*(active or ()), *recent)} - known.keys()
+    wanted = {ls.run.session_id for ls in read.rows} - known.keys()
     titles = {**known, **session_titles(sd, wanted)} if wanted else known
-    rows_active = None if active is None else [RunRow(ls, titles.get(ls.run.session_id, "")) for ls in active]
-    rows_recent = [RunRow(ls, titles.get(ls.run.session_id, "")) for ls in recent]
-    return RunsPage(rows_active, rows_recent, cursor, done)
+    rows_active = None if read.active is None else [RunRow(ls, titles.get(ls.run.session_id, "")) for ls in read.active]
+    rows_recent = [RunRow(ls, titles.get(ls.run.session_id, "")) for ls in read.recent]
+    return RunsPage(rows_active, rows_recent, read.after, not read.more)
 
 
 def fit(text: str, width: int, align: str = "left") -> str:
@@ -263,13 +239,24 @@ class RunReader:
         self._me: str | None = None
         self._lock = threading.Lock()
 
-    def list_runs(self, **kwargs: Any) -> list[RunListing]:
-        from store.mothx.runs import list_runs
-
+    def _owner(self) -> str:
         if self._me is None:
             self._me = local_instance_id()
-        return list_runs(self.sd, session_id=self.scope.session_id, now=int(self.now()), local_instance_id=self._me,
-                         **kwargs)
+        return self._me
+
+    def active(self) -> list[RunRow]:
+        """The active runs of the scope (the orphaned ones alone with ``orphaned_only``): one store read."""
+        from store.mothx.run_listing import active_runs
+
+        return self.rows(active_runs(self.sd, self.scope, now=int(self.now()), local_instance_id=self._owner()))
+
+    def recent(self, after: RunCursor | None, limit: int) -> Page[RunRow]:
+        """The next ``limit`` recent runs of the scope after ``after``: one store read (one query) at any depth."""
+        from store.mothx.run_listing import recent_runs
+
+        read = recent_runs(self.sd, self.scope, after=after, limit=limit, now=int(self.now()),
+                           local_instance_id=self._owner())
+        return Page(tuple(self.rows(read.recent)), read.more)
 
     def rows(self, listings: Iterable[RunListing]) -> list[RunRow]:
         listings = list(listings)
@@ -283,8 +270,8 @@ class RunReader:
 
 
 class ActiveRuns(RowSource[RunRow]):
-    """The active runs of the scope: one ``list_runs(active_only=True, limit=ACTIVE_CAP)`` read per
-    :meth:`first`, held in memory (``keep``: only the rows it accepts, e.g. orphaned runs). Key: the run id."""
+    """The active runs of the scope (:meth:`RunReader.active`): one read per :meth:`first`, held in memory
+    (``keep``: only the rows it accepts as well). Key: the run id."""
 
     def __init__(self, reader: RunReader, keep: Callable[[RunRow], bool] | None = None) -> None:
         self.reader = reader
@@ -292,7 +279,7 @@ class ActiveRuns(RowSource[RunRow]):
         self._rows: ListSource[RunRow] | None = None
 
     def _read(self) -> ListSource[RunRow]:
-        rows = self.reader.rows(self.reader.list_runs(active_only=True, limit=ACTIVE_CAP))
+        rows = self.reader.active()
         if self.keep is not None:
             rows = [row for row in rows if self.keep(row)]
         self._rows = ListSource(rows, key=lambda r: r.run_id)
@@ -315,9 +302,8 @@ class ActiveRuns(RowSource[RunRow]):
 
 
 class RecentRuns(RowSource[RunRow]):
-    """Terminal runs newest first, by keyset on :attr:`RunListing.cursor` (forward only). ``list_runs`` lists
-    active runs too; they are dropped here (they are :class:`ActiveRuns`), so a read goes on until it has rows
-    or reaches the end."""
+    """Terminal runs newest first, by keyset on :attr:`RunListing.cursor` (forward only): each page is one store
+    read (:meth:`RunReader.recent`), the active runs left out by the query itself (they are :class:`ActiveRuns`)."""
 
     def __init__(self, reader: RunReader) -> None:
         self.reader = reader
@@ -328,26 +314,11 @@ class RecentRuns(RowSource[RunRow]):
     def ident(self, row: RunRow) -> Key:
         return row.run_id
 
-    def _read(self, after: RunCursor | None, limit: int) -> Page[RunRow]:
-        listings: list[RunListing] = []
-        cursor = after
-        size = max(limit, PAGE)  # a small page among many active runs must not take one query per run
-        while True:
-            chunk = self.reader.list_runs(limit=size, after=cursor)
-            done = len(chunk) < size
-            listings.extend(ls for ls in chunk if not ls.run.active)
-            if chunk:
-                cursor = chunk[-1].cursor
-            if done or len(listings) >= limit:
-                break
-        more = not done or len(listings) > limit
-        return Page(tuple(self.reader.rows(listings[:limit])), more)
-
     def first(self, limit: int) -> Page[RunRow]:
-        return self._read(None, limit)
+        return self.reader.recent(None, limit)
 
     def after(self, key: Key, limit: int) -> Page[RunRow]:
-        return self._read(key, limit)  # type: ignore[arg-type]
+        return self.reader.recent(key, limit)  # type: ignore[arg-type]
 
 
 class RunSource(ChainSource[RunRow]):
@@ -381,7 +352,7 @@ class RunSource(ChainSource[RunRow]):
 def run_source(reader: RunReader) -> RowSource[RunRow]:
     """The source of ``reader``'s scope: active then recent runs, or the orphaned active runs alone."""
     if reader.scope.orphaned_only:
-        return ActiveRuns(reader, keep=lambda row: is_orphan(row.listing))
+        return ActiveRuns(reader)  # the store keeps the orphaned runs alone
     return RunSource(reader)
 
 
@@ -607,8 +578,8 @@ class RunList(RowList[RunRow]):
 
 
 __all__ = [
-    "ACTIVE_CAP", "DISPLAY_CAP", "PAGE", "RECENT_CAP", "ActiveRuns", "RecentRuns", "RunList", "RunReader", "RunRow",
+    "ACTIVE_CAP", "DISPLAY_CAP", "ORPHAN_STATES", "PAGE", "RECENT_CAP", "ActiveRuns", "RecentRuns", "RunList", "RunReader", "RunRow",
     "RunScope", "RunSource", "RunsPage", "duration_text", "expiry_text", "fit", "holder_cell", "holder_text",
     "is_orphan", "lease_applies", "read_runs_page", "recovery_text", "run_source",
-    "session_titles",
+    "session_titles", "titled_page",
 ]
