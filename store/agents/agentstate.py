@@ -18,8 +18,9 @@ A "session" here is one agent session: the pair (agent id, agent session id), e.
 a session may stage or publish.
 
 The module is split by responsibility: :mod:`store.agents.checkpoint_model` (limits, errors, dataclasses),
-:mod:`store.agents.checkpoint_records` (compaction, digests, validation), :mod:`store.agents.checkpoint_read`
-(opening, loading, listing) and :mod:`store.agents.checkpoint_runtime` (the runtime configuration guard).
+:mod:`store.agents.checkpoint_records` (compaction, digests, validation), :mod:`store.agents.checkpoint_db`
+(finding and opening the state database, its schema, row decoding), :mod:`store.agents.checkpoint_read`
+(loading, listing, pages) and :mod:`store.agents.checkpoint_runtime` (the runtime configuration guard).
 This module holds the writes (runs, staging, publication) and keeps every public name of those parts
 importable from here.
 

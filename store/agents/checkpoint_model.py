@@ -3,7 +3,8 @@
 The contract is the reference's (``agent-state-checkpoints.md``): a **version** (state header, with per-file
 shapes ``{path, records, digest}``) staged under a run, a **publication head** naming the run the checkpoint
 is at (``checkpoint`` or ``reset``), and fenced runs. The functions are in :mod:`store.agents.agentstate`
-(writes and the public API), :mod:`store.agents.checkpoint_read` (opening and loading) and
+(writes and the public API), :mod:`store.agents.checkpoint_db` (opening), :mod:`store.agents.checkpoint_read`
+(loading and listing) and
 :mod:`store.agents.checkpoint_records` (compaction, digests and validation).
 """
 
