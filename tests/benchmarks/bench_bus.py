@@ -5,7 +5,7 @@
 
 The app runs headless on a private copy of the demo directory (or of ``--dir``) (``SessionscopeApp(demo_dir, READ_WRITE,
 live=True)``, live updates on, the bus on a private UDP port). A sample presses ``j`` and measures the time until
-the list draws the row under the moved cursor (``SessionList._row_strip`` with ``is_cursor`` for that row, on the
+the list draws a line with its cursor moved (``SessionList.render_line`` once the cursor left its row, on the
 compositor's next refresh).
 
 1. **quiet**: N samples with no datagram on the bus;
@@ -107,16 +107,21 @@ async def _run(folder: Path, args: argparse.Namespace) -> dict[str, object]:
     port = _free_port()
     os.environ["MOTHX_RUNTIME_BUS_PORT"] = str(port)
     painted: dict[str, float] = {}
-    real_row_strip = sl.SessionList._row_strip
+    real_render_line = sl.SessionList.render_line
     reloads = [0]
     real_reload = sl.SessionList.reload
     batches = [0]
     real_live = SessionsScreen.on_live_changed
 
-    def spy(self, row, width, is_cursor, marked):
-        if is_cursor:
+    watch: dict[str, str | None] = {"from": None}
+
+    def spy(self, y):
+        # The first line drawn once the cursor has left the row it was on is in the frame that shows it moved
+        # (the list's strips are cached by row and cursor state, so watch the drawing, not the strip making).
+        row = self.selected
+        if watch["from"] is not None and row is not None and row.id != watch["from"]:
             painted.setdefault(row.id, time.perf_counter())
-        return real_row_strip(self, row, width, is_cursor, marked)
+        return real_render_line(self, y)
 
     def count_reload(self, *args, **kwargs):
         reloads[0] += 1
@@ -126,7 +131,7 @@ async def _run(folder: Path, args: argparse.Namespace) -> dict[str, object]:
         batches[0] += 1
         return real_live(self, message)
 
-    sl.SessionList._row_strip = spy  # type: ignore[method-assign]
+    sl.SessionList.render_line = spy  # type: ignore[method-assign]
     sl.SessionList.reload = count_reload  # type: ignore[method-assign]
     SessionsScreen.on_live_changed = count_batch  # type: ignore[method-assign]
     result: dict[str, object] = {}
@@ -149,21 +154,23 @@ async def _run(folder: Path, args: argparse.Namespace) -> dict[str, object]:
                 if lst.cursor >= total - 2:
                     lst.cursor = 0
                     await pilot.pause(0.05)
-                target = lst.row_at(lst.cursor + 1)
-                while target is None:
+                before = lst.selected
+                while before is None:
                     await asyncio.sleep(0.005)
-                    target = lst.row_at(lst.cursor + 1)
-                painted.pop(target.id, None)
+                    before = lst.selected
+                painted.clear()
+                watch["from"] = before.id
                 key = events.Key("j", "j")
                 key.set_sender(app)
                 t0 = time.perf_counter()
                 driver.send_message(key)  # as the terminal driver does (pilot.press would wait for idle)
                 limit = t0 + 30
-                while target.id not in painted:
+                while not painted:
                     if time.perf_counter() > limit:
-                        raise SystemExit("the cursor row was not painted within 30 s")
+                        raise SystemExit("the moved cursor was not painted within 30 s")
                     await asyncio.sleep(0.0005)
-                took = painted[target.id] - t0
+                took = min(painted.values()) - t0
+                watch["from"] = None
                 await asyncio.sleep(0.02)  # a user does not type faster than 50 keys a second
                 return took
 
@@ -197,7 +204,7 @@ async def _run(folder: Path, args: argparse.Namespace) -> dict[str, object]:
                 "sessions": total,
             }
     finally:
-        sl.SessionList._row_strip = real_row_strip  # type: ignore[method-assign]
+        sl.SessionList.render_line = real_render_line  # type: ignore[method-assign]
         sl.SessionList.reload = real_reload  # type: ignore[method-assign]
         SessionsScreen.on_live_changed = real_live  # type: ignore[method-assign]
     return result
