@@ -37,26 +37,13 @@ from store.agents.checkpoint_records import (
 )
 from store.errors import ReadOnlyStore, SchemaIncompatible
 from store.mothx.db import Database, open_database
+from store.mothx.schema import split_statements
 from store.mothx.sessiondir import SessionDir
 
 
 def state_db_path(sd: SessionDir) -> Path:
     """``<session dir>/sessionscope/agent-state.db``: the checkpoint file of a session directory."""
     return sd.root / STATE_DIR / STATE_DB
-
-
-def _split_statements(script: str) -> list[str]:
-    statements: list[str] = []
-    buf: list[str] = []
-    for line in script.splitlines():
-        if not buf and (not line.strip() or line.lstrip().startswith("--")):
-            continue
-        buf.append(line)
-        text = "\n".join(buf)
-        if sqlite3.complete_statement(text):
-            statements.append(text.strip())
-            buf = []
-    return statements
 
 
 def schema_sql() -> str:
@@ -82,7 +69,7 @@ def _ensure_schema(db: Database) -> None:
             raise SchemaIncompatible(f"{db.path} has no readable checkpoint layout version.")
         return
     with db.write() as conn:
-        for statement in _split_statements(schema_sql()):
+        for statement in split_statements(schema_sql()):
             conn.execute(statement)
 
 

@@ -48,6 +48,7 @@ from store.demo.model import (
 from store.demo.story import tell
 from store.errors import DatabaseCorrupt, StoreError
 from store.mothx.db import OpenMode, open_database
+from store.mothx.schema import split_statements
 from store.mothx.sessiondir import open_session_dir
 from store.paths import KNOWLEDGE_DIR, SESSIONS_DB, default_demo_dir
 
@@ -184,19 +185,6 @@ def _write_sessions(demo: DemoBuilder, root: Path) -> None:
             raise DatabaseCorrupt(f"The demo database failed its integrity check: {result}.")
 
 
-def _split_sql(script: str) -> list[str]:
-    statements: list[str] = []
-    buf: list[str] = []
-    for line in script.splitlines():
-        if not buf and (not line.strip() or line.lstrip().startswith("--")):
-            continue
-        buf.append(line)
-        if sqlite3.complete_statement("\n".join(buf)):
-            statements.append("\n".join(buf).strip())
-            buf = []
-    return statements
-
-
 def _chunks(text: str) -> list[tuple[int, int, str]]:
     """Split a markdown document at its headings: (start line, end line, text), lines 1-based."""
     lines = text.rstrip("\n").split("\n")
@@ -215,7 +203,7 @@ def _chunks(text: str) -> list[tuple[int, int, str]]:
 def _write_knowledge(demo: DemoBuilder, root: Path) -> None:
     folder = root / KNOWLEDGE_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    ddl = _split_sql(resources.files("store").joinpath("sql", "knowledge_base_v1.sql").read_text(encoding="utf-8"))
+    ddl = split_statements(resources.files("store").joinpath("sql", "knowledge_base_v1.sql").read_text(encoding="utf-8"))
     created = rfc3339(at(10, 19, 9, 12, 44))
     for kb_id in (KB_HARBOR, KB_ATLAS):
         db = open_database(folder / f"{kb_id}.db", OpenMode.READ_WRITE, create=True, foreign_keys=True)

@@ -383,9 +383,9 @@ def create_v43(conn: sqlite3.Connection) -> None:
     ).fetchone()[0]
     if count:
         raise SchemaIncompatible("Refusing to create the v43 layout: the database already has tables.")
-    for statement in _split_statements(creation_template()):
+    for statement in split_statements(creation_template()):
         conn.execute(statement)
-    for statement in _split_statements(migration_statements()):
+    for statement in split_statements(migration_statements()):
         conn.execute(statement)
     conn.executemany(
         "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, CURRENT_TIMESTAMP)",
@@ -393,7 +393,7 @@ def create_v43(conn: sqlite3.Connection) -> None:
     )
 
 
-def _split_statements(script: str) -> list[str]:
+def split_statements(script: str) -> list[str]:
     """Split a DDL script into complete statements (``sqlite3.complete_statement`` decides the ends)."""
     statements: list[str] = []
     buf: list[str] = []

@@ -177,6 +177,18 @@ class _Styles:
 # --- the widget ------------------------------------------------------------------------------------------------
 
 
+
+@dataclass
+class ListMessage(Message):
+    """What every message of a :class:`RowList` carries: the list, as the message's ``control`` (so
+    ``@on(RowList.Selected, "#id")`` matches)."""
+
+    row_list: RowList[Any]
+
+    @property
+    def control(self) -> RowList[Any]:
+        return self.row_list
+
 class RowList(ScrollView, Generic[T], can_focus=True, inherit_bindings=False):
     """Rows of a :class:`RowSource` under a header line; the cursor row is highlighted. See the module doc."""
 
@@ -237,49 +249,29 @@ class RowList(ScrollView, Generic[T], can_focus=True, inherit_bindings=False):
     # --- public messages --------------------------------------------------------------------------------------
 
     @dataclass
-    class Highlighted(Message):
+    class Highlighted(ListMessage):
         """The cursor's row changed (another row, or the same row re-read); ``row`` is None when empty."""
 
-        row_list: RowList[Any]
         row: Any
 
-        @property
-        def control(self) -> RowList[Any]:
-            return self.row_list
-
     @dataclass
-    class Selected(Message):
+    class Selected(ListMessage):
         """``enter`` or a double click on ``row``."""
 
-        row_list: RowList[Any]
         row: Any
 
-        @property
-        def control(self) -> RowList[Any]:
-            return self.row_list
-
     @dataclass
-    class Loaded(Message):
+    class Loaded(ListMessage):
         """Rows arrived (a page, a reload or a re-read): counts shown elsewhere may change. ``changed``: the
         idents marked by this update."""
 
-        row_list: RowList[Any]
         changed: frozenset[Key] = frozenset()
 
-        @property
-        def control(self) -> RowList[Any]:
-            return self.row_list
-
     @dataclass
-    class Failed(Message):
+    class Failed(ListMessage):
         """A read failed; ``error`` is one safe line (also shown in the list)."""
 
-        row_list: RowList[Any]
         error: str
-
-        @property
-        def control(self) -> RowList[Any]:
-            return self.row_list
 
     # --- construction -----------------------------------------------------------------------------------------
 
