@@ -6,6 +6,13 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# CI runs every property test on a fixed sequence of examples (a submission's result must not depend on luck);
+# a developer's run explores new random examples each time and reports any it finds.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 for _name in list(os.environ):
     if _name.startswith("TEXTUAL_") or _name in ("NO_COLOR", "FORCE_COLOR", "MOTHX_DIR", "MOTHX_RUNTIME_BUS_PORT"):

@@ -114,9 +114,10 @@ def _codex_response(index: int, line: int, payload: dict[str, Any], common: dict
         if role == "user":
             blocks = _context_blocks(blocks)
             typed = [b for b in blocks if b.kind != "context"]
-            if blocks and not any(b.kind == "text" and b.text.strip() for b in typed):
-                kind, subtype = K_CONTEXT, next(b.tool_name for b in blocks if b.kind == "context")
-                text = "\n".join(b.text for b in blocks if b.kind == "context")
+            context = [b for b in blocks if b.kind == "context"]
+            if context and not any(b.kind == "text" and b.text.strip() for b in typed):
+                kind, subtype = K_CONTEXT, context[0].tool_name
+                text = "\n".join(b.text for b in context)
             else:
                 text = "\n".join(b.text for b in typed)
         else:

@@ -137,11 +137,12 @@ class DriftCounter:
             return
         if not isinstance(payload, dict):
             return
-        ptype = payload.get("type")
+        raw_type = payload.get("type")
+        ptype = raw_type if isinstance(raw_type, str) else "?"  # a list or an object is no type (and unhashable)
         if name == "response_item" and ptype not in CODEX_RESPONSE_TYPES:
-            drift.types[f"response_item/{ptype if isinstance(ptype, str) else '?'}"] += 1
+            drift.types[f"response_item/{ptype}"] += 1
         elif name == "event_msg" and ptype not in CODEX_EVENT_TYPES:
-            drift.types[f"event_msg/{ptype if isinstance(ptype, str) else '?'}"] += 1
+            drift.types[f"event_msg/{ptype}"] += 1
 
     def report(self) -> list[str]:
         """One line per agent version with drift: ``2.1.152 (40 records): types agent-setting ×1; fields

@@ -291,3 +291,23 @@ def test_drift_names_unknown_content_blocks() -> None:
     counter.feed(json.dumps({"type": "assistant", "version": "2.2.0", "uuid": "u", "message": {
         "role": "assistant", "content": [{"type": "text", "text": "x"}, {"type": "web_fetch_tool_result"}]}}).encode())
     assert counter.report() == ["2.2.0 (1 records): types assistant block web_fetch_tool_result ×1"]
+
+
+def test_a_codex_user_message_with_no_text_and_no_context_is_a_user_message() -> None:
+    """A user message whose content holds neither text nor injected context (an image only, an empty text) is
+    still the user's message, not context (a mutation test found the crash this guards against)."""
+    import json as _json
+
+    from store.agents.native import parse_codex
+
+    lines = [
+        _json.dumps({"timestamp": "2026-02-23T12:19:42Z", "type": "session_meta",
+                     "payload": {"id": "019c0000-0000-7000-8000-000000000001", "cwd": "/w", "cli_version": "0.104.0"}}),
+        _json.dumps({"timestamp": "2026-02-23T12:19:43Z", "type": "response_item",
+                     "payload": {"type": "message", "role": "user", "content": [{"type": "input_image",
+                                                                                  "image_url": "data:,"}]}}),
+        _json.dumps({"timestamp": "2026-02-23T12:19:44Z", "type": "response_item",
+                     "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": " "}]}}),
+    ]
+    t = parse_codex([line.encode() for line in lines])
+    assert [i.kind for i in t.items if i.role == "user"] and all(i.kind != "context" for i in t.items if i.role == "user")
