@@ -34,6 +34,7 @@ from store.errors import AmbiguousSessionId, ReadOnlyStore, RepairRefused, Sessi
 from store.mothx.db import OpenMode
 from store.safetext import one_line
 from tui.cli import output
+from tui.cli.native_show import checkpoint_json
 from tui.cli.output import Column, json_out, note, out
 from tui.formatting import plural
 
@@ -314,25 +315,6 @@ def print_capture_summary(summary: CaptureSummary, where: Path, stream: TextIO |
 
 
 # ---------------------------------------------------------------------------------------------- checkpoints
-
-
-def checkpoint_json(info: CheckpointInfo) -> dict[str, object]:
-    state = info.state
-    return {
-        "agent": info.agent_id,
-        "agent_session_id": info.agent_session_id,
-        "head_kind": info.head.kind if info.head else "",
-        "head_run_id": info.head.run_id if info.head else "",
-        "head_problem": info.head_problem,
-        "cwd": state.cwd if state else "",
-        "transcript_path": state.transcript_path if state else "",
-        "files": state.file_count if state else 0,
-        "records": state.record_count if state else 0,
-        "shapes": [s.to_json() for s in state.shapes] if state else [],
-        "source_root": info.source_root,
-        "versions": info.versions,
-        "updated_at": info.updated_at,
-    }
 
 
 def cmd_checkpoints(args: argparse.Namespace) -> int:

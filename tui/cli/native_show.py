@@ -23,18 +23,22 @@ MIN_PREFIX = 4
 SHOWN_MATCHES = 8  # ids an "ambiguous prefix" error lists
 
 
-def _session_json(info: CheckpointInfo) -> dict[str, object]:
+def checkpoint_json(info: CheckpointInfo) -> dict[str, object]:
+    """A checkpoint as JSON: ``checkpoints --json`` rows and the ``session`` object of ``show --format json``."""
     state = info.state
     return {
         "agent": info.agent_id,
         "agent_session_id": info.agent_session_id,
         "head_kind": info.head.kind if info.head else "",
         "head_run_id": info.head.run_id if info.head else "",
-        "source_root": info.source_root,
+        "head_problem": info.head_problem,
         "cwd": state.cwd if state else "",
         "transcript_path": state.transcript_path if state else "",
         "files": state.file_count if state else 0,
         "records": state.record_count if state else 0,
+        "shapes": [s.to_json() for s in state.shapes] if state else [],
+        "source_root": info.source_root,
+        "versions": info.versions,
         "updated_at": info.updated_at,
     }
 
@@ -76,7 +80,7 @@ def show_captured(sd: SessionDir, args: argparse.Namespace) -> bool:
     if info.head is None or info.head.kind == agentstate.KIND_RESET or info.state is None:
         raise SessionNotFound(f"The {agent} session {one_line(sid)} has no published checkpoint (its head is a reset "
                               "or missing); capture it again to show it.")
-    head = _session_json(info)
+    head = checkpoint_json(info)
     if args.raw:
         cp = agentstate.load_checkpoint(sd, agent, sid)
         records = cp.records if cp is not None else ()
