@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from store.errors import StoreError
 from store.safetext import one_line
+from store.times import format_rfc3339
 
 SCHEMA_VERSION = 1
 STATE_DIR = "sessionscope"
@@ -243,5 +243,4 @@ class ResetPreview:
 
 def now_text() -> str:
     """The current UTC time as RFC 3339 text with a ``Z`` (what every checkpoint row stores)."""
-    text = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f").rstrip("0").rstrip(".")
-    return text + "Z"
+    return format_rfc3339()
