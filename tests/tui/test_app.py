@@ -54,7 +54,8 @@ async def test_opens_demo_in_each_mode_with_its_badge(demo_dir: Path, mode: Open
         session_list = app.screen.query_one(SessionList)
         assert session_list.total and session_list.total > 0
         assert session_list.visible_rows(), "the list shows rows"
-        assert header.location.endswith("sessions") and header.location in header.render().plain
+        # A long path (a long TMPDIR) is cut at its start with "…": its end is always shown.
+        assert header.location.endswith("sessions") and header.location[-40:] in header.render().plain
         from tui.widgets.keybar import KeyBar
 
         assert header.region.y == 0
