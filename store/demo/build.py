@@ -18,6 +18,7 @@ snapshot, FTS rows (CJK bigrams) and a small graph.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import os
 import shutil
@@ -341,11 +342,20 @@ def is_current_demo(target_dir: Path) -> bool:
     return _marker_data(target).get("fingerprint") == demo_fingerprint() and (target / SESSIONS_DB).is_file()
 
 
+# Further parts of the demo live in their own modules of this package. Each has ``add_to_demo(root: Path)``,
+# called in this order once the sessions and knowledge bases are written; it adds what its screen needs (rows
+# through raw SQL on ``root / SESSIONS_DB``, files under ``root``), deterministically (no clock, no randomness
+# but a seeded ``random.Random``). Its source is part of :func:`demo_fingerprint`, like every module here.
+DEMO_PARTS: tuple[str, ...] = ()
+
+
 def _generate(root: Path) -> None:
     demo = DemoBuilder()
     tell(demo)
     _write_sessions(demo, root)
     _write_knowledge(demo, root)
+    for name in DEMO_PARTS:
+        importlib.import_module(name).add_to_demo(root)
     marker = {"demoVersion": DEMO_VERSION, "demoNow": DEMO_NOW, "seed": DEMO_SEED, "fingerprint": demo_fingerprint()}
     _marker(root).write_text(dumps(marker) + "\n", encoding="utf-8")
 

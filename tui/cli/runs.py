@@ -24,6 +24,7 @@ says when to retry).
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
 from collections.abc import Callable
@@ -42,6 +43,12 @@ if TYPE_CHECKING:
     from store.mothx.sessiondir import SessionDir
 
 DEFAULT_RECENT = 20
+
+# Further repairs live in their own modules. Each has ``register_repairs(kinds, common)``: it adds its parsers to
+# ``kinds`` (the ``repair`` subcommand's subparsers), calls ``common(parser)`` on each (location, --dry-run,
+# --yes, --json and the shared handler) and then sets ``make_repair=<function(sd, args) -> Repair>`` on it with
+# ``set_defaults``. The shared handler :func:`cmd_repair` previews, asks, applies and reports every repair alike.
+REPAIR_MODULES: tuple[str, ...] = ()
 
 
 def register(sub: argparse._SubParsersAction, add_location: Callable[..., None]) -> None:
@@ -109,6 +116,8 @@ def register(sub: argparse._SubParsersAction, add_location: Callable[..., None])
     ab.add_argument("turn_id", metavar="TURN_ID")
     ab.add_argument("call_ids", metavar="CALL_ID", nargs="*", help="only these tool calls (default: all interrupted)")
     common(ab)
+    for name in REPAIR_MODULES:
+        importlib.import_module(name).register_repairs(kinds, common)
 
 
 def _count(text: str) -> int:
@@ -263,6 +272,10 @@ def print_runs(rows: list[RunListing], *, orphaned: bool) -> None:
 def _make(sd: SessionDir, args: argparse.Namespace) -> Repair:
     from store.mothx.repairs import make_repair
 
+    made = getattr(args, "make_repair", None)  # a repair of a REPAIR_MODULES module
+    if made is not None:
+        repair: Repair = made(sd, args)
+        return repair
     kind = args.repair_kind
     if kind == "recover-run":
         from store.mothx.runs import get_run
