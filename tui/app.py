@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from textual import on, work
 from textual.app import App
 from textual.reactive import reactive
-from textual.worker_manager import WorkerManager
 
 from store.mothx.db import OpenMode
 from tui import actions
@@ -37,7 +36,7 @@ from tui.lifecycle import (
     QUIT_WAIT_S,
     DaemonExecutor,
     Interrupts,
-    ReportingWorkers,
+    ReportsWorkerFailures,
     close_bounded,
     join_stragglers,
 )
@@ -81,7 +80,7 @@ __all__ = [
     "ListBuilt",
     "ListVerified",
     "Opened",
-    "ReportingWorkers",
+    "ReportsWorkerFailures",
     "SessionscopeApp",
     "close_bounded",
     "integrity_line",
@@ -112,7 +111,7 @@ def _commands_provider() -> type[Provider]:
     return SessionscopeCommands
 
 
-class SessionscopeApp(App[object]):
+class SessionscopeApp(ReportsWorkerFailures, App[object]):
     """Browse and repair a mothx session directory."""
 
     TITLE = "Sessionscope"
@@ -144,7 +143,6 @@ class SessionscopeApp(App[object]):
     ) -> None:
         super().__init__()
         self.interrupts = Interrupts()
-        self._reporting_workers = ReportingWorkers(self)
         self._quitting = False
         self._quit_deadline: float | None = None
         self._executor: DaemonExecutor | None = None
@@ -183,10 +181,9 @@ class SessionscopeApp(App[object]):
         self.badge = mode.badge
 
     @property
-    def workers(self) -> WorkerManager:
-        """Every worker of the app, its screens and widgets (see :class:`ReportingWorkers`)."""
-        reporting = getattr(self, "_reporting_workers", None)
-        return reporting if reporting is not None else self._workers
+    def quitting(self) -> bool:
+        """True once a quit began (a worker interrupted by it is not reported as failed)."""
+        return self._quitting
 
     # --- start-up ---------------------------------------------------------------------------------------------
 
@@ -383,7 +380,7 @@ class SessionscopeApp(App[object]):
     def _verify_list(self, sd: SessionDir) -> None:
         from store.mothx.sessions import verify_list
 
-        # A failure is notified by the app (ReportingWorkers); the next read checks again itself.
+        # A failure is notified by the app (ReportsWorkerFailures); the next read checks again itself.
         if verify_list(sd):
             self.post_message(ListVerified(sd))
 

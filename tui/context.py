@@ -52,6 +52,10 @@ class AppServices(Protocol):
         """The integrity line of the status bar; a reactive the status bar watches."""
 
     @property
+    def quitting(self) -> bool:
+        """True once a quit began."""
+
+    @property
     def user_keymap(self) -> dict[str, str]:
         """The user's ``keymap.toml`` as applied: action id → keys."""
 

@@ -1,6 +1,6 @@
 """The app's life cycle outside the App class: the SQLite connections a quit interrupts (:class:`Interrupts`),
-the event loop's executor whose threads never keep the process alive (:class:`DaemonExecutor`), the worker
-manager that reports every failed worker (:class:`ReportingWorkers`), and the bounded waits of a quit
+the event loop's executor whose threads never keep the process alive (:class:`DaemonExecutor`), the mixin
+that reports every failed worker (:class:`ReportsWorkerFailures`), and the bounded waits of a quit
 (:func:`close_bounded`, :func:`join_stragglers`). :class:`tui.app.SessionscopeApp` uses them; nothing here
 imports it."""
 
@@ -11,15 +11,16 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from textual.worker import Worker, WorkerState
-from textual.worker_manager import WorkerManager
 
 from tui.formatting import describe_error
 from tui.messages import WorkerFailed
 
 if TYPE_CHECKING:
+    from textual.dom import DOMNode
+
     from store.mothx.sessiondir import SessionDir
 
 
@@ -128,24 +129,31 @@ class DaemonExecutor(ThreadPoolExecutor):
             return sum(1 for thread in self._jobs if thread.is_alive())
 
 
-class ReportingWorkers(WorkerManager):
-    """The app's worker manager: a worker that ends in ERROR (an exception it did not catch) posts
-    :class:`~tui.messages.WorkerFailed` to the node that started it. The message bubbles up to the app, which
-    notifies the reason; a screen or widget on the way may end its "…ing" state. One handler for every worker,
-    never a traceback screen (the workers use ``exit_on_error=False``)."""
+class ReportsWorkerFailures:
+    """Mixed into every app, screen and widget that starts workers: a worker that ends in ERROR (an exception it
+    did not catch) posts :class:`~tui.messages.WorkerFailed` from the node that started it. The message bubbles
+    up to the app, which notifies the reason; a screen or widget on the way may end its "…ing" state. One
+    handler for every worker, never a traceback screen (the workers use ``exit_on_error=False``).
 
-    def _remove_worker(self, worker: Worker[Any]) -> None:
-        super()._remove_worker(worker)
-        if worker.state is not WorkerState.ERROR or worker.error is None:
+    Textual sends ``Worker.StateChanged`` to the worker's node only (it does not bubble), so each such node
+    handles it here, by the public naming convention. A subclass that handles ``on_worker_state_changed``
+    itself must call this one (a test checks that every class that starts workers has this mixin)."""
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if event.state is not WorkerState.ERROR or worker.error is None:
             return
-        app = self._app
-        if getattr(app, "_quitting", False):  # SessionscopeApp's flag (this module does not import the app)
+        node = cast("DOMNode", self)
+        from tui.context import services
+
+        app = services(node)
+        if app is not None and app.quitting:
             return  # an interrupted query at quit is not news
-        # Sent "by the app": Textual stops a bubbling message at its sender, which must not be a screen on the way.
-        message = WorkerFailed(worker, describe_error(worker.error)).set_sender(app)
-        node = worker.node
-        if node is app or not node.post_message(message):
-            app.post_message(message)
+        # Sent "by the app": Textual stops a bubbling message after its sender's child, so the sender must not
+        # be a screen on the way.
+        message = WorkerFailed(worker, describe_error(worker.error)).set_sender(node.app)
+        if node is node.app or not node.post_message(message):
+            node.app.post_message(message)
 
 
 def close_bounded(stores: list[SessionDir], interrupts: Interrupts, wait_s: float = QUIT_WAIT_S) -> bool:

@@ -63,10 +63,10 @@ class LiveFlush(Message):
 
 
 @dataclass
-class LiveChanged(Message):
-    """Sessions changed in the database (a hint: re-read them). ``everything``: refresh all that is shown."""
+class LiveChanged(Message, bubble=False):
+    """Sessions changed in the database (a hint: re-read them). ``everything``: refresh all that is shown.
 
-    bubble = False
+    Posted to each screen of the stack (:func:`deliver`); it does not bubble on to the app."""
 
     sessions: frozenset[str]
     everything: bool = False

@@ -112,3 +112,57 @@ async def test_dataclass_message_posts_bubbles_and_is_handled() -> None:
         assert isinstance(selected[0], RowList.Selected)
         assert selected[0].control is rows
         assert selected[0].row == "a"
+
+
+def _tui_message_classes() -> list[type[Message]]:
+    import importlib
+    import pkgutil
+
+    import tui
+
+    found: list[type[Message]] = []
+    for info in pkgutil.walk_packages(tui.__path__, "tui."):
+        if info.name.startswith("tui.cli") or info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if isinstance(value, type) and issubclass(value, Message) and value.__module__ == info.name:
+                found.append(value)
+    return found
+
+
+def test_no_message_class_sets_bubble_in_its_body() -> None:
+    """``bubble = False`` in a class body is overwritten by ``Message.__init_subclass__`` (the message bubbles
+    after all); a message that must not bubble says so as ``class X(Message, bubble=False)``."""
+    import inspect
+    import re
+
+    classes = _tui_message_classes()
+    assert len(classes) >= 12
+    in_body = re.compile(r"^\s+bubble\s*[:=]", re.MULTILINE)
+    wrong = [cls.__qualname__ for cls in classes if in_body.search(inspect.getsource(cls))]
+    assert wrong == []
+
+
+def test_messages_meant_for_their_target_only_do_not_bubble() -> None:
+    from tui.widgets.row_list import PageFailed, PageLoaded, RowsReread
+
+    for cls in (LiveChanged, PageLoaded, PageFailed, RowsReread):
+        assert cls.bubble is False, cls.__name__
+
+
+async def test_live_changed_posted_to_a_screen_does_not_reach_the_app() -> None:
+    seen: list[str] = []
+
+    class Host(App[None]):
+        def on_live_changed(self, message: LiveChanged) -> None:
+            seen.append("app")
+
+    app = Host()
+    async with app.run_test() as pilot:
+        screen_seen: list[str] = []
+        app.screen.on_live_changed = lambda message: screen_seen.append("screen")  # type: ignore[attr-defined]
+        app.screen.post_message(LiveChanged(frozenset({"s1"})))
+        await pilot.pause()
+        await pilot.pause()
+    assert seen == []

@@ -1,6 +1,6 @@
 """Nothing fails silently: a store call that raises inside a worker ends in one notification with the reason,
-and the "…ing" line it left on screen ends too, whether the worker caught the error itself or not (the app's
-one handler for every failed worker, :class:`tui.app.ReportingWorkers`)."""
+and the "…ing" line it left on screen ends too, whether the worker caught the error itself or not (the one
+handler for every failed worker, :class:`tui.lifecycle.ReportsWorkerFailures`)."""
 
 from __future__ import annotations
 
@@ -103,3 +103,32 @@ async def test_the_integrity_line_ends_when_its_worker_fails(demo_master: Path, 
         await pilot.pause()
         assert app.integrity.startswith("integrity FAILED") and "checking" not in app.integrity
         assert "integrity FAILED" in app.screen.query_one(StatusBar).render().plain
+
+
+def test_every_class_that_starts_workers_reports_their_failures() -> None:
+    """Textual tells only a worker's own node that it failed: each class that starts workers (``run_worker`` or
+    ``@work``) must have the mixin that turns the failure into one notification."""
+    import importlib
+    import inspect
+    import pkgutil
+    import re
+
+    import tui
+    from tui.lifecycle import ReportsWorkerFailures
+
+    starts = re.compile(r"\brun_worker\(|^\s*@work\b", re.MULTILINE)
+    checked: list[str] = []
+    missing: list[str] = []
+    for info in pkgutil.walk_packages(tui.__path__, "tui."):
+        if info.name.startswith("tui.cli") or info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if not isinstance(value, type) or value.__module__ != info.name:
+                continue
+            if starts.search(inspect.getsource(value)):
+                checked.append(value.__qualname__)
+                if not issubclass(value, ReportsWorkerFailures):
+                    missing.append(f"{info.name}.{value.__qualname__}")
+    assert len(checked) >= 8
+    assert missing == []

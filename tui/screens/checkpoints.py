@@ -30,6 +30,7 @@ from textual.widgets.option_list import Option
 from tui import actions
 from tui.context import store
 from tui.formatting import describe_error, one_line, plural, tildify
+from tui.lifecycle import ReportsWorkerFailures
 from tui.messages import WorkerFailed
 from tui.safe import data_line, notify
 from tui.screens.checkpoint_details import (
@@ -64,7 +65,7 @@ if TYPE_CHECKING:
 # --- the screen -------------------------------------------------------------------------------------------------
 
 
-class CheckpointsScreen(Screen[None]):
+class CheckpointsScreen(ReportsWorkerFailures, Screen[None]):
     """Agents, their captured sessions, and the selected session's files; verify and reset."""
 
     CSS_PATH = "checkpoints.tcss"

@@ -46,6 +46,7 @@ from store.agents.native_open import (
 from store.safetext import one_line
 from tui import actions
 from tui.formatting import describe_error, plural, tildify
+from tui.lifecycle import ReportsWorkerFailures
 from tui.messages import ExportFinished
 from tui.safe import notify
 from tui.screens.transcript import copy_item
@@ -162,7 +163,7 @@ def native_title(session: NativeSession, t: NativeTranscript | None, link: SubAg
     return out
 
 
-class NativeTranscriptScreen(Screen[None]):
+class NativeTranscriptScreen(ReportsWorkerFailures, Screen[None]):
     """A native agent transcript in the Transcript screen's views: branches, sub-agents, raw lines, follow."""
 
     CSS_PATH = "transcript.tcss"

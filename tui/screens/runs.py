@@ -32,6 +32,7 @@ from textual.timer import Timer
 from tui import actions
 from tui.context import services, store
 from tui.formatting import describe_error, one_line
+from tui.lifecycle import ReportsWorkerFailures
 from tui.live import LiveChanged
 from tui.messages import WorkerFailed
 from tui.safe import data_line, markup_escape, notify
@@ -188,7 +189,7 @@ class ToolPickDialog(ModalScreen[list[str] | None]):
 # --- the screen --------------------------------------------------------------------------------------------------
 
 
-class RunsScreen(Screen[None]):
+class RunsScreen(ReportsWorkerFailures, Screen[None]):
     """Runs of every session (or of one), their leases and recovery records; repairs after a preview."""
 
     CSS_PATH = Path(__file__).with_name("runs.tcss")

@@ -23,6 +23,7 @@ from textual.widgets import Static
 from tui import actions
 from tui.context import services
 from tui.formatting import describe_error, tildify
+from tui.lifecycle import ReportsWorkerFailures
 from tui.live import LiveChanged
 from tui.messages import FacetChoice, FacetsLoaded, UnfilteredCounted, WorkerFailed
 from tui.safe import data_line, markup_escape, notify
@@ -81,7 +82,7 @@ class FilterBar(Horizontal):
         yield Input(placeholder="filter: id, work dir, channel or any text of the session", id="filter")
 
 
-class SessionsScreen(Screen[None]):
+class SessionsScreen(ReportsWorkerFailures, Screen[None]):
     """Sessions: a Line-API list of every session, with a live filter, sort keys and facets."""
 
     CSS_PATH = Path(__file__).with_name("sessions.tcss")  # absolute: subclasses in other folders keep it
@@ -192,7 +193,7 @@ class SessionsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="sessions-count", exit_on_error=False, description="Count sessions")
     def _count_all(self, sd: SessionDir) -> None:
-        # A failure is notified by the app (ReportingWorkers); the status line then omits "of M".
+        # A failure is notified by the app (ReportsWorkerFailures); the status line then omits "of M".
         from store.mothx.sessions import count_sessions
 
         self.post_message(UnfilteredCounted(count_sessions(sd)))

@@ -38,6 +38,7 @@ from store.safetext import one_line, safe
 from tui import actions
 from tui.context import services
 from tui.formatting import describe_error, plural, tildify
+from tui.lifecycle import ReportsWorkerFailures
 from tui.live import LiveChanged
 from tui.messages import ExportFinished
 from tui.safe import notify
@@ -157,7 +158,7 @@ def title_text(f: SessionFacts) -> Text:
     return t
 
 
-class TranscriptScreen(Screen[None]):
+class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
     """One session: the replay as blocks (or every raw row), turn / marker jumps, copy and export."""
 
     CSS_PATH = "transcript.tcss"

@@ -94,6 +94,7 @@ from textual.strip import Strip
 from textual.timer import Timer
 
 from store.safetext import one_line
+from tui.lifecycle import ReportsWorkerFailures
 from tui.widgets.row_columns import GAP, GUTTER, Column, cell_text, fit, fit_text
 from tui.widgets.row_sources import ChainSource, Key, ListSource, OffsetSource, Page, RowSource
 
@@ -128,25 +129,22 @@ class Read:
 
 
 @dataclass
-class PageLoaded(Message):
+class PageLoaded(Message, bubble=False):
     """A page arrived (posted by the read worker; only the widget handles it)."""
 
-    bubble: ClassVar[bool] = False
     read: Read
     page: Page[Any]
     total: int | None
 
 
 @dataclass
-class PageFailed(Message):
-    bubble: ClassVar[bool] = False
+class PageFailed(Message, bubble=False):
     read: Read
     error: str
 
 
 @dataclass
-class RowsReread(Message):
-    bubble: ClassVar[bool] = False
+class RowsReread(Message, bubble=False):
     generation: int
     rows: Mapping[Key, Any] | None
     idents: tuple[Key, ...]
@@ -189,7 +187,7 @@ class ListMessage(Message):
     def control(self) -> RowList[Any]:
         return self.row_list
 
-class RowList(ScrollView, Generic[T], can_focus=True, inherit_bindings=False):
+class RowList(ReportsWorkerFailures, ScrollView, Generic[T], can_focus=True, inherit_bindings=False):
     """Rows of a :class:`RowSource` under a header line; the cursor row is highlighted. See the module doc."""
 
     BINDINGS: ClassVar[list[BindingType]] = []

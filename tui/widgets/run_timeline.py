@@ -29,6 +29,7 @@ from store.safetext import json_dumps
 from tui import actions
 from tui.context import services
 from tui.formatting import describe_error, one_line
+from tui.lifecycle import ReportsWorkerFailures
 from tui.messages import WorkerFailed
 from tui.safe import notify
 from tui.widgets.run_list import RunRow, duration_text, expiry_text, fit, lease_applies, lease_valid_at
@@ -208,7 +209,7 @@ COLUMNS = (("seq", "SEQ", 6, "right"), ("time", "TIME UTC", 19, "left"), ("type"
            ("status", "STATUS", 10, "left"), ("source", "SOURCE", 12, "left"), ("id", "EVENT ID", 26, "left"))
 
 
-class RunTimeline(ScrollView, can_focus=True, inherit_bindings=False):
+class RunTimeline(ReportsWorkerFailures, ScrollView, can_focus=True, inherit_bindings=False):
     """The run's events in ``seq`` order, one line each; the header line stays put."""
 
     ACTION_SCOPE: ClassVar[str] = "run-timeline"

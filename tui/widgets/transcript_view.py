@@ -39,6 +39,7 @@ from textual.message import Message
 from store.errors import StoreError
 from store.safetext import one_line
 from tui import actions
+from tui.lifecycle import ReportsWorkerFailures
 from tui.widgets.transcript_blocks import SECTION_BODY, ViewItem
 from tui.widgets.transcript_sources import (
     BIG_SEQ,
@@ -62,7 +63,7 @@ START = JumpTarget("start")
 # ---------------------------------------------------------------------------------------------- the view
 
 
-class WindowedView(WindowLayout, can_focus=True):
+class WindowedView(ReportsWorkerFailures, WindowLayout, can_focus=True):
     """A Line-API view over a keyset window (see the module docstring for the scroll model): reads pages in
     workers, merges, trims and re-keys the window; the layout and the moves are :class:`WindowLayout`'s."""
 
