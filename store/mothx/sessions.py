@@ -114,10 +114,10 @@ FIRST_PART = 1_000   # a view's first rows are sorted with a bounded sort; the r
 FIRST_WINDOW = 100   # ... and only this many for a screen's first window (a smaller bound sorts faster: ~3 ms of 14)
 
 
-def _order_sql(layout: Layout, sort: SortKey, descending: bool) -> str:
-    # Bare columns sort fastest (CASTs cost twice the sort); NULLs sort before '' and every other text.
+def _order_keys(layout: Layout, sort: SortKey) -> list[str]:
+    """The sort key of ``sort`` as SQL expressions over ``s`` (sessions) and ``a`` (aggregates), most significant
+    first, ending with the session id; none is NULL (a NULL would compare with nothing in a keyset page)."""
     r = layout.raw
-    d = "DESC" if descending else "ASC"
     last = f"COALESCE(a.last_ts, {r['timestamp']}, '')"
     if sort is SortKey.TITLE:
         # By the text a row shows (title, else preview), case-insensitively; rows with neither at one end.
@@ -126,12 +126,17 @@ def _order_sql(layout: Layout, sort: SortKey, descending: bool) -> str:
     elif sort is SortKey.MESSAGES:
         keys = ["COALESCE(a.message_count, 0)", last]
     elif sort is SortKey.CWD:
-        keys = [r["cwd"], last]
+        keys = [f"COALESCE({r['cwd']}, '')", last]
     elif sort is SortKey.CREATED:
-        keys = [r["timestamp"]]
+        keys = [f"COALESCE({r['timestamp']}, '')"]
     else:
         keys = [last]
-    return ", ".join(f"{k} {d}" for k in [*keys, r["id"]])
+    return [*keys, f"COALESCE({r['id']}, '')"]
+
+
+def _order_sql(layout: Layout, sort: SortKey, descending: bool) -> str:
+    d = "DESC" if descending else "ASC"
+    return ", ".join(f"{k} {d}" for k in _order_keys(layout, sort))
 
 
 def _where_sql(layout: Layout, flt: SessionFilter) -> tuple[str, str, list[object]]:
@@ -158,12 +163,19 @@ def _where_sql(layout: Layout, flt: SessionFilter) -> tuple[str, str, list[objec
 class _View:
     """The ids of one filtered, sorted list (a plain class: a dataclass costs ~0.3 ms to define at import)."""
 
-    __slots__ = ("ids", "total", "complete")
+    __slots__ = ("ids", "total", "complete", "_positions")
 
     def __init__(self, ids: list[str], total: int, complete: bool) -> None:
         self.ids = ids              # the first rows (all of them when complete)
         self.total = total
         self.complete = complete
+        self._positions: dict[str, int] | None = None
+
+    def positions(self) -> dict[str, int]:
+        """Each id's place in :attr:`ids` (built on first use)."""
+        if self._positions is None:
+            self._positions = {sid: i for i, sid in enumerate(self.ids)}
+        return self._positions
 
 
 class _Lists:
@@ -175,6 +187,9 @@ class _Lists:
         self.generation = -1
         self.views: OrderedDict[tuple[SessionFilter, SortKey, bool], _View] = OrderedDict()
         self.searches: OrderedDict[str, frozenset[str]] = OrderedDict()
+        self.hit_tables: dict[str, int] = {}  # keyset pages: search → its number in temp.session_hits
+        self.hits_generation = -1  # the generation temp.session_hits was filled for
+        self.keyset_reads: dict[tuple[SessionFilter, SortKey, bool], int] = {}  # keyset pages read per query
 
     def fresh(self, sd: SessionDir) -> None:
         self.index.ensure(sd)
@@ -182,6 +197,7 @@ class _Lists:
             self.generation = self.index.generation
             self.views.clear()
             self.searches.clear()
+            self.keyset_reads.clear()
 
     def view(self, sd: SessionDir, flt: SessionFilter, sort: SortKey, descending: bool, need: int) -> _View:
         """The list ``flt`` / ``sort`` selects, with at least its first ``need`` ids (cached until a change)."""
@@ -222,6 +238,11 @@ class _Lists:
 
     def rows(self, sd: SessionDir, ids: list[str]) -> list[SessionSummary]:
         """The summaries of ``ids``, in that order (ids that vanished meanwhile are left out)."""
+        return _with_run_states(sd, self.summaries(ids))
+
+    def summaries(self, ids: list[str]) -> list[tuple[SessionSummary, bool]]:
+        """The summaries of ``ids`` in that order, each with whether its run state must be read; one statement
+        for up to 500 ids."""
         if not ids:
             return []
         with self.lock:
@@ -237,7 +258,7 @@ class _Lists:
                     chunk = [sid for sid in chunk if sid not in found]
                     if not chunk:
                         break
-        return _with_run_states(sd, [found[i] for i in ids if i in found])
+        return [found[i] for i in ids if i in found]
 
     def search(self, sd: SessionDir, query: str) -> frozenset[str]:
         hit = self.searches.get(query)

@@ -1,8 +1,8 @@
 """The session list: every session of a query, one line each, a :class:`~tui.widgets.row_list.RowList`.
 
-Rows are :class:`~store.mothx.sessions.SessionSummary` values read by position with
-``store.mothx.sessions.list_sessions(..., offset=, limit=)`` through a :class:`SessionSource` (an
-:class:`~tui.widgets.row_list.OffsetSource`); the widget reads pages in its worker, keeps a window of them around
+Rows are :class:`~store.mothx.sessions.SessionSummary` values read by keyset with
+``store.mothx.session_pages.sessions_page(..., after= | before=, limit=)`` through a :class:`SessionSource`
+(one statement per page, at any depth); the widget reads pages in its worker, keeps a window of them around
 the cursor and draws only what is on screen. The app's read-ahead first page (or a provisional one, on the first
 open of a directory) is handed over with :meth:`SessionList.show` and drawn at once.
 
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from tui import actions
 from tui.formatting import one_line, shown_path, utc_minutes
-from tui.widgets.row_list import Column, Key, OffsetSource, RowList
+from tui.widgets.row_list import Column, Key, Page, RowList, RowSource
 
 if TYPE_CHECKING:
     from store.mothx.sessiondir import SessionDir
@@ -54,20 +54,60 @@ def default_query() -> ListQuery:
     return ListQuery(SessionFilter(), SortKey.LAST_ACTIVE, True)
 
 
-class SessionSource(OffsetSource["SessionSummary"]):
-    """The sessions of ``query`` over ``sd``, read by position; named rows are re-read with ``get_session``."""
+class SessionSource(RowSource["SessionSummary"]):
+    """The sessions of ``query`` over ``sd``, read by keyset (after / before a session id: one statement per page,
+    :func:`store.mothx.session_pages.sessions_page`); named rows are re-read with ``get_session``."""
+
+    reversible = True
 
     def __init__(self, sd: SessionDir, query: ListQuery) -> None:
         self.sd = sd
         self.query = query
+        self._total: int | None = None
 
-        def read(offset: int, limit: int) -> tuple[Sequence[SessionSummary], int]:
-            from store.mothx.sessions import list_sessions
+    def key(self, row: SessionSummary) -> Key:
+        return row.id
 
-            page = list_sessions(sd, query.flt, query.sort, query.descending, offset=offset, limit=limit)
-            return page.rows, page.total
+    def adopt(self, rows: Sequence[SessionSummary], total: int) -> Page[SessionSummary]:
+        """The first page read ahead (by the app, before the list was shown), as ``set_source`` takes it."""
+        self._total = total
+        return Page(tuple(rows), len(rows) < total and bool(rows))
 
-        super().__init__(read, ident=lambda r: r.id)
+    def first(self, limit: int) -> Page[SessionSummary]:
+        # The first window as the app reads it ahead: a bounded sort, and the total with it.
+        from store.mothx.sessions import list_sessions
+
+        q = self.query
+        page = list_sessions(self.sd, q.flt, q.sort, q.descending, offset=0, limit=limit)
+        return self.adopt(page.rows, page.total)
+
+    def _page(self, limit: int, *, after: str | None = None, before: str | None = None,
+              last: bool = False) -> Page[SessionSummary]:
+        from store.mothx.session_pages import AnchorGone, sessions_page
+
+        q = self.query
+        try:
+            page = sessions_page(self.sd, q.flt, q.sort, q.descending, after=after, before=before, last=last,
+                                 limit=limit)
+        except AnchorGone as exc:
+            raise LookupError(str(exc)) from exc  # the list reads its window again
+        return Page(page.rows, page.more)
+
+    def after(self, key: Key, limit: int) -> Page[SessionSummary]:
+        return self._page(limit, after=str(key))
+
+    def before(self, key: Key, limit: int) -> Page[SessionSummary]:
+        return self._page(limit, before=str(key))
+
+    def last(self, limit: int) -> Page[SessionSummary]:
+        return self._page(limit, last=True)
+
+    def total(self) -> int | None:
+        if self._total is None:
+            from store.mothx.sessions import count_sessions
+
+            self._total = count_sessions(self.sd, self.query.flt)
+        return self._total
 
     def reread(self, idents: Sequence[Key]) -> Mapping[Key, SessionSummary | None]:
         """The rows of ``idents`` as they are now (None: the session is gone). Runs in the worker thread."""
