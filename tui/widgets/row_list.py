@@ -78,12 +78,10 @@ A subclass whose cells read a clock calls :meth:`RowList.refresh_cells` on its t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Generic, Literal, TypeVar
 
-from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual import events, on, work
 from textual.binding import BindingType
 from textual.cache import LRUCache
@@ -96,81 +94,11 @@ from textual.timer import Timer
 from store.safetext import one_line
 from tui.lifecycle import ReportsWorkerFailures
 from tui.widgets.row_columns import GAP, GUTTER, Column, cell_text, fit, fit_text
+from tui.widgets.row_reads import PageFailed, PageLoaded, Read, RowsReread, describe
 from tui.widgets.row_sources import ChainSource, Key, ListSource, OffsetSource, Page, RowSource
+from tui.widgets.row_strips import ListStyles, header_strip, message_strip, row_strip
 
 T = TypeVar("T")
-
-CURSOR_MARK = "▌"
-CHANGED_MARK = "•"
-
-
-# --- reads and their messages ------------------------------------------------------------------------------------
-
-ReadKind = Literal["first", "last", "after", "before"]
-
-
-@dataclass(frozen=True)
-class Read:
-    """One page read the widget asked for. ``replace``: the page becomes the window (a jump or a reload);
-    else it extends the window at the end (``after``) or the start (``before``)."""
-
-    generation: int
-    seq: int
-    kind: ReadKind
-    limit: int
-    key: Key = None
-    replace: bool = False
-    count: bool = False  # also ask the source for its total
-    cursor_to: Literal["first", "last"] | None = None
-    keep: Key = None  # ident to put the cursor back on
-    keep_line: int = 0  # the screen line the kept row was on
-    keep_index: int = 0  # where the cursor goes when the kept row is gone
-    marks: frozenset[Key] = frozenset()  # idents to compare with what was shown, and mark when changed
-
-
-@dataclass
-class PageLoaded(Message, bubble=False):
-    """A page arrived (posted by the read worker; only the widget handles it)."""
-
-    read: Read
-    page: Page[Any]
-    total: int | None
-
-
-@dataclass
-class PageFailed(Message, bubble=False):
-    read: Read
-    error: str
-
-
-@dataclass
-class RowsReread(Message, bubble=False):
-    generation: int
-    rows: Mapping[Key, Any] | None
-    idents: tuple[Key, ...]
-    error: str = ""
-
-
-def describe(exc: BaseException) -> str:
-    """One safe line for an exception a read raised."""
-    try:
-        from tui.formatting import describe_error
-
-        return one_line(describe_error(exc))
-    except Exception:  # noqa: BLE001 - describing must never fail
-        return one_line(f"Unexpected {type(exc).__name__}: {exc}")
-
-
-@dataclass
-class _Styles:
-    base: Style
-    header: Style
-    cursor: Style
-    changed: Style
-    placeholder: Style
-    error: Style
-    parts: dict[str, Style] = field(default_factory=dict)
-
 
 # --- the widget ------------------------------------------------------------------------------------------------
 
@@ -307,7 +235,7 @@ class RowList(ReportsWorkerFailures, ScrollView, Generic[T], can_focus=True, inh
         self._reread_pending: set[Key] = set()
         self._reread_running = False
         self._highlighted: tuple[Key, Any] | None = None
-        self._styles: _Styles | None = None
+        self._styles: ListStyles | None = None
         self._layout: tuple[int, list[int | None]] | None = None
         self._strips: LRUCache[tuple[Key, bool, bool, int], Strip] = LRUCache(self.STRIP_CACHE)
         self._mark_timer: Timer | None = None
@@ -867,11 +795,11 @@ class RowList(ReportsWorkerFailures, ScrollView, Generic[T], can_focus=True, inh
         width = self.scrollable_content_region.width or self.size.width
         self.virtual_size = Size(width, len(self.rows) + 1 + (1 if self.capped else 0))  # header, rows, cap line
 
-    def _get_styles(self) -> _Styles:
+    def _get_styles(self) -> ListStyles:
         if self._styles is None:
             base = self.rich_style
             part = self.get_component_rich_style
-            self._styles = _Styles(
+            self._styles = ListStyles(
                 base=base,
                 header=base + part("row-list--header"),
                 cursor=base + part("row-list--cursor" if self.has_focus else "row-list--cursor-blurred"),
@@ -937,20 +865,10 @@ class RowList(ReportsWorkerFailures, ScrollView, Generic[T], can_focus=True, inh
         return strip
 
     def _line(self, text: str, width: int, style: Style) -> Strip:
-        fitted = fit_text(Text(one_line(text)), max(0, width - GUTTER))
-        return Strip([Segment(" " * GUTTER, style), Segment(fitted.plain, style)]).crop_extend(0, width, style)
+        return message_strip(text, width, style)
 
     def _header_strip(self, width: int, style: Style) -> Strip:
-        segments = [Segment(" " * GUTTER, style)]
-        first = True
-        for column, w in zip(self.columns, self._widths(width), strict=True):
-            if w is None:
-                continue
-            if not first:
-                segments.append(Segment(" " * GAP, style))
-            first = False
-            segments.append(Segment(fit_text(Text(one_line(column.title)), w, column.align).plain, style))
-        return Strip(segments).crop_extend(0, width, style)
+        return header_strip(self.columns, self._widths(width), width, style)
 
     def _row_strip(self, row: T, width: int, is_cursor: bool, marked: bool) -> Strip:
         styles = self._get_styles()
@@ -958,35 +876,8 @@ class RowList(ReportsWorkerFailures, ScrollView, Generic[T], can_focus=True, inh
         row_class = self.row_style(row)
         if row_class:
             line = line + self._part(row_class)
-        console = self.app.console
-        segments = [
-            Segment(CURSOR_MARK if is_cursor else " ", line),
-            Segment(CHANGED_MARK if marked else " ", line + self._part("mark")),
-        ]
-        first = True
-        for column, w in zip(self.columns, self._widths(width), strict=True):
-            if w is None:
-                continue
-            if not first:
-                segments.append(Segment(" " * GAP, line))
-            first = False
-            cell_style = line
-            if column.style is not None:
-                name = column.style(row)
-                if name:
-                    cell_style = line + self._part(name)
-            try:
-                value = column.cell(row)
-            except Exception as exc:  # noqa: BLE001 - one bad cell must not take the list down
-                value = Text(f"⚠ {describe(exc)}")
-                cell_style = cell_style + self._part("bad")
-            text = fit_text(cell_text(value), w, column.align, column.overflow)
-            for segment in text.render(console):
-                if segment.text:
-                    seg_style = segment.style
-                    segments.append(Segment(segment.text, cell_style + seg_style if seg_style else cell_style))
-        return Strip(segments).crop_extend(0, width, line)
-
+        return row_strip(row, self.columns, self._widths(width), width, line=line, part=self._part,
+                         console=self.app.console, is_cursor=is_cursor, marked=marked)
 
 __all__ = [
     "GAP",
