@@ -139,6 +139,32 @@ async def test_bus_datagram_refreshes_only_the_affected_row_in_place(demo_dir: P
         assert app.live is not None and app.live.stats().hints >= 1
 
 
+async def test_a_live_change_re_sorts_the_list_and_keeps_the_cursor_on_its_row(demo_dir: Path) -> None:
+    """Under "last active ↓" a session that gets a new entry moves to the top at once (not only after ``r``);
+    the cursor stays on the session it was on."""
+    app = SessionscopeApp(demo_dir, OpenMode.READ_WRITE, clock=lambda: DEMO_NOW_UNIX, live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        session_list = app.screen.query_one(SessionList)
+        rows = session_list.visible_rows()
+        assert len(rows) > 8
+        session_list.cursor = 3
+        await settle(pilot)
+        kept = rows[3].id
+        mover = rows[7].id
+        data = json.dumps({"type": "message", "id": "e_live_resort", "parentId": None,
+                           "timestamp": "2026-12-31T23:59:00Z", "message": {"role": "user", "content": "later"}})
+        foreign_write(demo_dir, "INSERT INTO entries (session_id, id, type, parent_id, timestamp, data) "
+                      "VALUES (?, 'e_live_resort', 'message', NULL, '2026-12-31T23:59:00Z', ?)", [mover, data])
+        app.screen.post_message(LiveChanged(frozenset({mover}), source="bus"))
+        await wait_for(pilot, lambda: session_list.row_at(0) is not None and session_list.row_at(0).id == mover,
+                       "the changed session to move to the top")
+        selected = session_list.selected
+        assert selected is not None and selected.id == kept, "the cursor stayed on its session"
+        assert [r.id for r in session_list.rows][1:8] == [r.id for r in rows if r.id != mover][:7]
+        assert mover in session_list.changed
+
+
 async def test_datagrams_without_a_database_change_change_nothing(demo_dir: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     import store.mothx.sessions

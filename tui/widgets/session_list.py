@@ -123,6 +123,22 @@ class SessionSource(RowSource["SessionSummary"]):
         return out
 
 
+def sort_fields(row: SessionSummary, sort: SortKey) -> tuple[object, ...]:
+    """What the place of ``row`` under ``sort`` depends on (the store's ORDER BY reads these fields)."""
+    from store.mothx.sessions import SortKey
+
+    last = row.last_active_at or row.timestamp
+    if sort is SortKey.TITLE:
+        return (row.title, row.preview, last)
+    if sort is SortKey.MESSAGES:
+        return (row.message_count, last)
+    if sort is SortKey.CWD:
+        return (row.cwd, last)
+    if sort is SortKey.CREATED:
+        return (row.timestamp,)
+    return (last,)
+
+
 # --- cells ------------------------------------------------------------------------------------------------------
 
 
@@ -219,13 +235,31 @@ class SessionList(RowList["SessionSummary"]):
         self.set_source(None)
 
     def refresh_rows(self, idents: Iterable[Key]) -> None:
-        """Re-read the shown rows of ``idents`` in place (see :meth:`RowList.refresh_rows`); more than
-        :data:`LIVE_BATCH_CAP` of them: read the window again (one query instead of one per row)."""
-        wanted = set(idents) & self.loaded_ids()
-        if len(wanted) > LIVE_BATCH_CAP and self.loaded:
-            self.reload(keep_cursor=True, marks=wanted)
+        """Follow a live change of the sessions ``idents`` in the current order.
+
+        Shown rows are re-read in place (see :meth:`RowList.refresh_rows`) and marked; when a re-read row's place
+        in the sort changed (:meth:`apply_rows`), or a session outside the window changed (it may now sort into
+        it, e.g. under "last active ↓"), the window is read again in order instead, the cursor kept on its row.
+        More than :data:`LIVE_BATCH_CAP` shown rows: the window is read again too (one query, not one per row)."""
+        named = set(idents)
+        if not named or not self.loaded or self.session_source is None:
             return
-        super().refresh_rows(wanted)
+        shown = self.loaded_ids()
+        if named - shown or len(named) > LIVE_BATCH_CAP:
+            self.reload(keep_cursor=True, marks=named)
+            return
+        super().refresh_rows(named)
+
+    def apply_rows(self, fresh: Mapping[Key, SessionSummary | None]) -> frozenset[Key]:
+        source = self.session_source
+        if source is not None:
+            sort = source.query.sort
+            for ident, row in fresh.items():
+                old = self.row_of(ident)
+                if row is not None and old is not None and sort_fields(old, sort) != sort_fields(row, sort):
+                    self.reload(keep_cursor=True, marks=fresh.keys())  # it moves: read the window in order
+                    return frozenset(fresh.keys())
+        return super().apply_rows(fresh)
 
     def loaded_ids(self) -> set[str]:
         """Ids of every session row in the window."""
