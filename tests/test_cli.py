@@ -237,9 +237,10 @@ def test_ui_branch_passes_directory_and_mode(sdir: Path, monkeypatch: pytest.Mon
         def __init__(self, session_dir: Path | None, mode: OpenMode) -> None:
             seen.append((session_dir, mode))
 
-        def run(self) -> None:
-            pass
+        def run(self, *, mouse: bool = True) -> None:
+            mice.append(mouse)
 
+    mice: list[bool] = []
     import tui.app
 
     monkeypatch.setattr(tui.app, "SessionscopeApp", FakeApp)
@@ -247,6 +248,20 @@ def test_ui_branch_passes_directory_and_mode(sdir: Path, monkeypatch: pytest.Mon
     assert cli.main(["--dir", str(sdir), "--snapshot"]) == 0
     assert cli.main(["--dir", str(sdir / "sessions.db"), "--read-only"]) == 0
     assert seen == [(None, OpenMode.READ_WRITE), (sdir, OpenMode.SNAPSHOT), (sdir, OpenMode.READ_ONLY)]
+    assert mice == [True, True, True]
+
+    # config.toml: the directory opened without --dir, the app's open mode, the mouse
+    from store import config
+
+    config.set_value("default_dir", str(sdir))
+    config.set_value("open_mode", "read-only")
+    config.set_value("mouse", "false")
+    seen.clear()
+    mice.clear()
+    assert cli.main([]) == 0
+    assert cli.main(["--snapshot"]) == 0                       # a flag still wins
+    assert seen == [(sdir, OpenMode.READ_ONLY), (sdir, OpenMode.SNAPSHOT)]
+    assert mice == [False, False]
 
 
 def test_keyboard_interrupt_is_130(monkeypatch: pytest.MonkeyPatch, sdir: Path,

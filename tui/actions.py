@@ -1,7 +1,7 @@
 """The one registry of the app's actions, and the registry of top-level sections.
 
 Every key the app answers to is declared here once, as an :class:`ActionSpec`: its id (the name users remap in
-``keymap.toml``), its default key, a description (footer and help) and a tooltip (footer hover, help, palette).
+``config.toml``'s ``[keymap]``), its default key, a description (footer and help) and a tooltip (footer hover, help, palette).
 From this one table (:data:`ACTIONS`) come the ``BINDINGS`` of the app, screens and widgets (:func:`bindings`),
 the user keymap (:func:`load_keymap`, checked by :func:`unknown_ids`), the help screen, the README's key map
 (:mod:`tui.keymapdoc`) and the command palette. Adding an action is one row of :data:`ACTIONS`.
@@ -23,7 +23,6 @@ so the keymap and the registry can be read and tested without starting an app.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,7 +66,7 @@ SCOPE_TITLES: dict[str, str] = {scope.id: scope.title for scope in SCOPES}
 class ActionSpec:
     """One action of the app: what a key does, under which id users remap it."""
 
-    id: str  # binding id, "<scope>.<name>"; the name users write in keymap.toml
+    id: str  # binding id, "<scope>.<name>"; the name users write in config.toml [keymap]
     action: str  # the Textual action string run by the key, e.g. "cursor_down" or "app.quit"
     key: str  # default key(s), Textual key names, comma separated
     description: str  # short: footer and help
@@ -266,46 +265,23 @@ def check_write(action: str, writable: bool) -> bool | None:
 
 @dataclass(frozen=True)
 class KeymapLoad:
-    """What ``keymap.toml`` asked for: the keymap to apply and one line per problem found."""
+    """What the ``[keymap]`` table asked for: the keymap to apply and one line per problem found."""
 
     keymap: dict[str, str] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
 
 
-def _flatten(table: dict[str, object], prefix: str = "") -> Iterable[tuple[str, object]]:
-    for name, value in table.items():
-        full = f"{prefix}.{name}" if prefix else name
-        if isinstance(value, dict):
-            yield from _flatten(value, full)
-        else:
-            yield full, value
+def parse_keymap(text: str, source: str = "config.toml") -> KeymapLoad:
+    """Read ``[keymap] action_id = "key"`` from TOML text (see :func:`store.config.parse_keymap`: dotted ids bare
+    or quoted, a string or a list of keys; bad values reported, not fatal). Ids are checked by
+    :func:`unknown_ids`."""
+    from store.config import parse_keymap as parse_table
 
-
-def parse_keymap(text: str, source: str = "keymap.toml") -> KeymapLoad:
-    """Read ``[keymap] action_id = "key"`` from TOML text.
-
-    Dotted ids may be written bare (``sessions.filter = "F"``, which TOML reads as a nested table) or quoted.
-    A value may be a string (``"j,down"``) or a list of keys. Bad values are reported, not fatal. Ids are
-    checked by :func:`unknown_ids`.
-    """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         return KeymapLoad(problems=(f"{source} is not valid TOML: {exc}.",))
-    table = data.get("keymap", {})
-    if not isinstance(table, dict):
-        return KeymapLoad(problems=(f"{source}: [keymap] must be a table of action ids.",))
-    keymap: dict[str, str] = {}
-    problems: list[str] = []
-    for action_id, value in _flatten(table):
-        if isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value):
-            keys = ",".join(v.strip() for v in value)
-        elif isinstance(value, str) and value.strip():
-            keys = ",".join(part.strip() for part in value.split(",") if part.strip())
-        else:
-            problems.append(f"{source}: the key for '{action_id}' must be a non-empty string.")
-            continue
-        keymap[action_id] = keys
+    keymap, problems = parse_table(data.get("keymap", {}), source)
     return KeymapLoad(keymap=keymap, problems=tuple(problems))
 
 
@@ -314,21 +290,19 @@ def unknown_ids(keymap: dict[str, str]) -> list[str]:
     return [action_id for action_id in keymap if find(action_id) is None]
 
 
-def load_keymap(path: Path) -> KeymapLoad:
-    """The keymap in ``path``; an empty one when the file does not exist."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return KeymapLoad()
-    except OSError as exc:
-        return KeymapLoad(problems=(f"{path} cannot be read: {exc.strerror or exc}.",))
-    return parse_keymap(text, source=str(path))
+def load_keymap(path: Path | None = None) -> KeymapLoad:
+    """The ``[keymap]`` of the configuration file (``config.toml``; see :mod:`store.config`) with its problems."""
+    from store import config
+
+    loaded = config.load(path)
+    return KeymapLoad(keymap=dict(loaded.keymap), problems=loaded.problems)
 
 
 def keymap_path() -> Path:
-    from store.paths import config_dir
+    """Where the keymap is written: the configuration file's ``[keymap]`` table."""
+    from store.config import config_path
 
-    return config_dir() / "keymap.toml"
+    return config_path()
 
 
 # --- sections (the ':' jump) -----------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from textual import on, work
 from textual.app import App
 from textual.reactive import reactive
 
+from store import config
 from store.mothx.db import OpenMode
 from tui import actions
 from tui.formatting import describe_error, tildify
@@ -59,7 +60,7 @@ from tui.opening import (
     quick_check_aside,
 )
 from tui.safe import markup_escape, notify
-from tui.theming import DEFAULT_THEME, THEMES_DIR, load_themes, remember_theme, remembered_theme
+from tui.theming import DEFAULT_THEME, THEMES_DIR, load_themes
 from tui.widgets.badge import badge_text
 
 if TYPE_CHECKING:
@@ -162,7 +163,14 @@ class SessionscopeApp(ReportsWorkerFailures, App[object]):
         for theme in loaded.themes:
             self.register_theme(theme)
             self.theme_names.append(theme.name)
-        wanted = remembered_theme()
+        self.settings = config.load()
+        """config.toml as read at start (theme, keymap, …; see :mod:`store.config`)."""
+        self.startup_problems.extend(self.settings.problems)
+        if self.settings.migrated:
+            self.startup_problems.append(
+                f"{' and '.join(self.settings.migrated)} moved into {tildify(str(self.settings.path))} "
+                "(the old files were renamed *.migrated).")
+        wanted = self.settings.text("theme")
         if wanted and wanted in self.available_themes:
             self.theme = wanted
         elif DEFAULT_THEME in self.available_themes:
@@ -227,24 +235,23 @@ class SessionscopeApp(ReportsWorkerFailures, App[object]):
     def get_default_screen(self) -> Screen[Any]:
         """The first screen is the real one (no blank default screen to compose and paint first)."""
         if self.session_dir is None:
-            from store.paths import default_session_dir
+            from store.config import default_root
             from tui.screens.welcome import WelcomeScreen
 
-            return WelcomeScreen(default_session_dir())
+            return WelcomeScreen(default_root(self.settings))
         from tui.screens.sessions import SessionsScreen
 
         return SessionsScreen()
 
     def _apply_user_keymap(self) -> None:
-        path = actions.keymap_path()
-        loaded = actions.load_keymap(path)
-        self.user_keymap = dict(loaded.keymap)
-        if loaded.keymap:
-            self.set_keymap(loaded.keymap)
-        for problem in loaded.problems:
-            notify(self, problem, title="Keymap", severity="warning")
+        """config.toml's [keymap] (its problems were notified with the other settings')."""
+        path = self.settings.path
+        keymap = self.settings.keymap
+        self.user_keymap = dict(keymap)
+        if keymap:
+            self.set_keymap(keymap)
         # The action table is static: every id is known now, before any screen module is imported.
-        for action_id in actions.unknown_ids(loaded.keymap):
+        for action_id in actions.unknown_ids(keymap):
             notify(self, f"{tildify(str(path))}: unknown action id '{action_id}'.", title="Keymap",
                    severity="warning")
 
@@ -582,7 +589,7 @@ class SessionscopeApp(ReportsWorkerFailures, App[object]):
 
     def _theme_changed(self, theme: Theme) -> None:
         try:
-            remember_theme(theme.name)
+            config.remember("theme", theme.name)
         except OSError as exc:
             notify(self, f"The theme could not be remembered: {exc.strerror or exc}.", severity="warning")
 

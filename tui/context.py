@@ -57,7 +57,7 @@ class AppServices(Protocol):
 
     @property
     def user_keymap(self) -> dict[str, str]:
-        """The user's ``keymap.toml`` as applied: action id → keys."""
+        """The user's ``[keymap]`` (config.toml) as applied: action id → keys."""
 
     def open_transcript(self, session_id: str) -> None:
         """Push the transcript screen of ``session_id``."""

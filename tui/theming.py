@@ -1,4 +1,4 @@
-"""Themes from TOML files, and the user's remembered settings.
+"""Themes from TOML files.
 
 A theme file in ``themes/`` names the colours of a :class:`textual.theme.Theme`::
 
@@ -9,14 +9,12 @@ A theme file in ``themes/`` names the colours of a :class:`textual.theme.Theme`:
     [variables]
     footer-key-foreground = "#5fafd7"
 
-The app registers every theme it finds at start-up; the chosen one is remembered in
-``config_dir()/settings.toml`` (``theme = "<name>"``), written with tomli-w.
+The app registers every theme it finds at start-up; the chosen one is remembered as ``theme`` in
+``config.toml`` (:mod:`store.config`).
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,46 +94,3 @@ def load_themes(folder: Path = THEMES_DIR) -> ThemeLoad:
         except (OSError, ValueError) as exc:
             problems.append(str(exc))
     return ThemeLoad(themes, problems)
-
-
-# --- settings.toml ----------------------------------------------------------------------------------------------
-
-
-def settings_path() -> Path:
-    from store.paths import config_dir
-
-    return config_dir() / "settings.toml"
-
-
-def read_settings(path: Path | None = None) -> dict[str, object]:
-    """The settings table; empty when the file is missing or unreadable (a broken file is not fatal)."""
-    path = settings_path() if path is None else path
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError):
-        return {}
-
-
-def remembered_theme(path: Path | None = None) -> str | None:
-    value = read_settings(path).get("theme")
-    return value if isinstance(value, str) and value else None
-
-
-def remember_theme(name: str, path: Path | None = None) -> None:
-    """Write ``theme = name`` into settings.toml, keeping every other setting; atomic replace."""
-    import tomli_w
-
-    path = settings_path() if path is None else path
-    settings = read_settings(path)
-    if settings.get("theme") == name:
-        return
-    settings["theme"] = name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".toml", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            tomli_w.dump(settings, fh)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

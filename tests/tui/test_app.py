@@ -274,7 +274,8 @@ async def test_help_from_the_filter_box_lists_the_input_first(demo_master: Path)
 
 
 async def test_theme_cycles_and_is_remembered(demo_master: Path) -> None:
-    from tui.theming import DEFAULT_THEME, remembered_theme, settings_path
+    from store import config
+    from tui.theming import DEFAULT_THEME
 
     app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
     async with app.run_test(size=SIZE) as pilot:
@@ -286,8 +287,8 @@ async def test_theme_cycles_and_is_remembered(demo_master: Path) -> None:
         await pilot.pause()
         expected = names[(names.index(DEFAULT_THEME) + 1) % len(names)]
         assert app.theme == expected
-    assert remembered_theme() == expected
-    assert f'theme = "{expected}"' in settings_path().read_text(encoding="utf-8")
+    assert config.load().get("theme") == expected
+    assert f'theme = "{expected}"' in config.config_path().read_text(encoding="utf-8")
     again = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
     async with again.run_test(size=SIZE) as pilot:
         await pilot.pause()
@@ -459,9 +460,9 @@ def test_confirm_key_must_differ_from_the_opening_key() -> None:
 def test_parse_keymap_accepts_dotted_and_quoted_ids() -> None:
     loaded = actions.parse_keymap('[keymap]\nsessions.filter = "F"\n"list.down" = ["n", "down"]\nbogus = "x"\nlist.up = 3\n')
     assert loaded.keymap == {"sessions.filter": "F", "list.down": "n,down", "bogus": "x"}
-    assert loaded.problems == ("keymap.toml: the key for 'list.up' must be a non-empty string.",)
+    assert loaded.problems == ("config.toml: the key for 'list.up' must be a non-empty string.",)
     assert actions.unknown_ids(loaded.keymap) == ["bogus"]
-    assert actions.parse_keymap("[keymap\n").problems[0].startswith("keymap.toml is not valid TOML")
+    assert actions.parse_keymap("[keymap\n").problems[0].startswith("config.toml is not valid TOML")
 
 
 def test_every_binding_has_an_id_and_a_tooltip() -> None:
@@ -636,3 +637,27 @@ async def test_a_first_open_draws_provisional_rows_then_builds_the_list_cache(
         assert [r.id for r in shown] == [r.id for r in want]                  # the real order and counts
         assert [r.message_count for r in shown] == [r.message_count for r in want]
     assert held == [True]
+
+
+async def test_a_bad_config_is_one_line_per_problem_and_the_app_starts(demo_master: Path) -> None:
+    from store import config
+    from tests.tui.rendered import notification_texts
+
+    path = config.config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('thme = "x"\nmouse = "yes"\n[keymap]\n"app.nope" = "x"\n"app.quit" = "x"\n', encoding="utf-8")
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        texts = notification_texts(app)
+        assert any("unknown setting 'thme'" in t for t in texts), texts
+        assert any("mouse must be true or false" in t for t in texts), texts
+        assert any("unknown action id 'app.nope'" in t for t in texts), texts
+        assert app.user_keymap == {"app.nope": "x", "app.quit": "x"}
+        assert app.return_code is None
+        await pilot.press("x")  # the remapped quit
+        for _ in range(20):
+            await pilot.pause(0.05)
+            if app.return_code is not None:
+                break
+        assert app.return_code == 0, "x quits: the keymap of config.toml applied"

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from store import times
 from store.errors import AmbiguousSessionId, LeaseBusy, ReadOnlyStore, RepairRefused, SessionNotFound, StoreError
 from store.mothx.db import OpenMode
-from store.paths import SESSIONS_DB, default_session_dir, sessions_db_path
+from store.paths import SESSIONS_DB, sessions_db_path
 from store.safetext import one_line, safe
 from tui.cli import output
 from tui.cli.output import Column, err, json_out, note, out, out_text
@@ -54,7 +54,7 @@ EXIT_REFUSED = 3
 
 # Further commands live in their own modules. Each has ``register(subparsers, add_location)`` that adds its
 # parsers and sets ``handler=<function(args) -> int>`` on them; keep their imports of store/ inside handlers.
-COMMAND_MODULES: tuple[str, ...] = ("tui.cli.capture", "tui.cli.runs")
+COMMAND_MODULES: tuple[str, ...] = ("tui.cli.capture", "tui.cli.runs", "tui.cli.config")
 
 
 class UsageError(Exception):
@@ -312,8 +312,14 @@ def _session_dir(args: argparse.Namespace) -> Path | None:
         if named.is_dir() and not sessions_db_path(named).is_file():
             raise StoreError(f"There is no sessions.db in {named}.")
         return named
-    root = default_session_dir()
+    root = default_root()
     return root if sessions_db_path(root).is_file() else None
+
+
+def default_root() -> Path:
+    from store.config import default_root as configured
+
+    return configured()
 
 
 def open_location(args: argparse.Namespace, mode: OpenMode) -> SessionDir:
@@ -322,7 +328,7 @@ def open_location(args: argparse.Namespace, mode: OpenMode) -> SessionDir:
 
     root = _session_dir(args)
     if root is None:
-        raise StoreError(f"no session directory at {default_session_dir()}; pass --dir or run `{PROG} --demo`")
+        raise StoreError(f"no session directory at {default_root()}; pass --dir or run `{PROG} --demo`")
     sd = open_session_dir(root, mode)
     check_opened(sd, root)
     for notice in sd.notices:  # e.g. an older or newer schema: shown as far as it goes
@@ -339,12 +345,15 @@ def _open(args: argparse.Namespace) -> SessionDir:
 
 
 def _open_ui(args: argparse.Namespace) -> int:
+    from store import config
+
+    settings = config.load()
     root = _session_dir(args)
-    mode = _mode(args, default=OpenMode.READ_WRITE)
+    mode = _mode(args, default=OpenMode(settings.text("open_mode") or OpenMode.READ_WRITE.value))
     from tui.app import SessionscopeApp
 
     app = SessionscopeApp(root, mode)
-    app.run()
+    app.run(mouse=settings.flag("mouse"))
     code = app.return_code
     return code if isinstance(code, int) else 0
 

@@ -153,7 +153,7 @@ class HelpScreen(ModalScreen[None]):
             box.border_title = markup_escape("Keys")
             with VerticalScroll(id="help-body"):
                 yield Static(render_help(self.groups), id="help-table")
-            where = shown_path(self.keymap_file) if self.keymap_file else "keymap.toml"
+            where = shown_path(self.keymap_file) if self.keymap_file else "config.toml"
             yield Static(
                 data_line(f"Remap a key in {where}, e.g.  [keymap] sessions.filter = \"F\""),
                 id="help-foot",
