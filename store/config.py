@@ -104,8 +104,9 @@ SETTINGS: tuple[Setting, ...] = (
             "default file; SESSIONSCOPE_STORE and --store take precedence).", _store_url),
     Setting("mouse", True, "true or false", "Whether the app answers the mouse.", _bool),
     Setting("time_zone", "UTC", "UTC, local or an IANA name such as Europe/Berlin",
-            "The time zone lists show times in.", _time_zone),
-    Setting("date_format", "%Y-%m-%d %H:%M", "a strftime format", "How lists show a time.", _date_format),
+            "The time zone the app's lists show times in (the command line prints UTC).", _time_zone),
+    Setting("date_format", "%Y-%m-%d %H:%M", "a strftime format", "How the app's lists show a time.",
+            _date_format),
 )
 """Every setting, in the order ``config show`` and the README list them."""
 

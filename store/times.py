@@ -55,6 +55,50 @@ def show(text: object, fmt: str = MINUTES, *, local: bool = False, unset: str = 
     return (moment.astimezone() if local else moment.astimezone(UTC)).strftime(fmt)
 
 
+# --- how lists show times (config.toml's time_zone and date_format) ----------------------------------------------
+
+_display: dict[str, object] = {"zone": "UTC", "tz": UTC, "format": MINUTES}
+
+
+def set_display(zone: str = "UTC", fmt: str = MINUTES) -> None:
+    """Show list times in ``zone`` ("UTC", "local" or an IANA name) with ``fmt`` (a strftime format)."""
+    tz: object = UTC
+    if zone == "local":
+        tz = None
+    elif zone != "UTC":
+        from zoneinfo import ZoneInfo
+
+        tz = ZoneInfo(zone)
+    _display.update(zone=zone, tz=tz, format=fmt or MINUTES)
+
+
+def display_zone() -> str:
+    """The zone list times are shown in, as a column title says it: ``UTC``, the local zone's abbreviation, or
+    the IANA name."""
+    zone = str(_display["zone"])
+    if zone == "local":
+        return datetime.now().astimezone().tzname() or "local"
+    return zone
+
+
+def display_width() -> int:
+    """The width of a list time in the current format (for a column)."""
+    return len(datetime(2026, 12, 31, 23, 59, 59, tzinfo=UTC).strftime(str(_display["format"])))
+
+
+def listed(text: object) -> str:
+    """An RFC 3339 time as lists show it (:func:`set_display`); ``""`` when empty; the text itself (cut to 16
+    characters) when it does not parse. Never relative: the same database always shows the same text."""
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return ""
+    moment = parse_rfc3339(text)
+    if moment is None:
+        return str(text)[:16]
+    tz = _display["tz"]
+    shown = moment.astimezone() if tz is None else moment.astimezone(tz)  # type: ignore[arg-type]
+    return shown.strftime(str(_display["format"]))
+
+
 def from_unix(seconds: object, fmt: str = "%Y-%m-%dT%H:%M:%SZ") -> str:
     """Unix seconds as UTC text (``fmt``); ``""`` for ``None``; the value itself when it is no plausible time."""
     if seconds is None:

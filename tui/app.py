@@ -29,7 +29,7 @@ from textual import on, work
 from textual.app import App
 from textual.reactive import reactive
 
-from store import config
+from store import config, times
 from store.mothx.db import OpenMode
 from tui import actions
 from tui.formatting import describe_error, tildify
@@ -170,6 +170,7 @@ class SessionscopeApp(ReportsWorkerFailures, App[object]):
             self.startup_problems.append(
                 f"{' and '.join(self.settings.migrated)} moved into {tildify(str(self.settings.path))} "
                 "(the old files were renamed *.migrated).")
+        times.set_display(self.settings.text("time_zone") or "UTC", self.settings.text("date_format"))
         wanted = self.settings.text("theme")
         if wanted and wanted in self.available_themes:
             self.theme = wanted

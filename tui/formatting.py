@@ -13,7 +13,8 @@ from pathlib import Path
 from store import times
 from store.safetext import one_line
 
-__all__ = ["describe_error", "one_line", "plural", "shown_path", "tildify", "utc_minutes"]
+__all__ = ["describe_error", "list_time", "one_line", "plural", "shown_path", "tildify", "time_title",
+           "utc_minutes"]
 
 
 @functools.lru_cache(maxsize=4)
@@ -50,6 +51,17 @@ def utc_minutes(stamp: str | None) -> str:
     if times.parse_rfc3339(stamp) is None:
         return one_line(stamp[:16])
     return times.show(stamp, times.MINUTES)
+
+
+def list_time(stamp: str | None) -> str:
+    """An RFC 3339 text time as lists show it: in config.toml's ``time_zone`` with its ``date_format``
+    (:func:`store.times.set_display`; UTC ``YYYY-MM-DD HH:MM`` by default), made safe."""
+    return one_line(times.listed(stamp))
+
+
+def time_title(title: str) -> str:
+    """A time column's title with the zone its times are in, e.g. ``LAST ACTIVE UTC``."""
+    return f"{title} {one_line(times.display_zone())}"
 
 
 def describe_error(exc: BaseException) -> str:

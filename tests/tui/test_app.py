@@ -661,3 +661,30 @@ async def test_a_bad_config_is_one_line_per_problem_and_the_app_starts(demo_mast
             if app.return_code is not None:
                 break
         assert app.return_code == 0, "x quits: the keymap of config.toml applied"
+
+
+async def test_lists_show_times_in_the_configured_zone_and_format(demo_master: Path) -> None:
+    from store import config, times
+    from store.mothx.sessions import get_session
+    from tui.widgets.session_list import SessionList
+
+    config.set_value("time_zone", "Asia/Tokyo")
+    config.set_value("date_format", "%d.%m.%Y %H:%M")
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    try:
+        async with app.run_test(size=(160, 30)) as pilot:
+            await settle(pilot)
+            session_list = app.screen.query_one(SessionList)
+            header = session_list.render_line(0).text
+            assert "LAST ACTIVE Asia/Tokyo" in header, header
+            row = session_list.rows[0]
+            assert app.sd is not None
+            stamp = get_session(app.sd, row.id).last_active_at
+            moment = times.parse_rfc3339(stamp)
+            assert moment is not None
+            from zoneinfo import ZoneInfo
+
+            expected = moment.astimezone(ZoneInfo("Asia/Tokyo")).strftime("%d.%m.%Y %H:%M")
+            assert expected in session_list.render_line(1).text
+    finally:
+        times.set_display()  # the process-wide default again for the other tests

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, ClassVar
 
 from textual.cache import LRUCache
 
+from store import times
 from tui import actions
-from tui.formatting import one_line, shown_path, utc_minutes
+from tui.formatting import list_time, one_line, shown_path, time_title
 from tui.widgets.row_list import Column, Key, Page, RowList, RowSource
 
 if TYPE_CHECKING:
@@ -59,7 +60,8 @@ def agent_columns() -> list[Column[AgentSessionSummary]]:
                priority=4),
         Column("files", "FILES", lambda r: str(r.files) if r.openable else "", min_width=5, align="right",
                priority=5),
-        Column("last", "LAST RECORD UTC", lambda r: utc_minutes(r.last_record_at), min_width=16, priority=1),
+        Column("last", time_title("LAST RECORD"), lambda r: list_time(r.last_record_at),
+               min_width=max(times.display_width(), len(time_title("LAST RECORD"))), priority=1),
     ]
 
 

@@ -17,8 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from store import times
 from tui import actions
-from tui.formatting import one_line, shown_path, utc_minutes
+from tui.formatting import list_time, one_line, shown_path, time_title
 from tui.widgets.row_list import Column, Key, Page, RowList, RowSource
 
 if TYPE_CHECKING:
@@ -178,8 +179,8 @@ def session_columns() -> list[Column[SessionSummary]]:
         Column("cwd", "WORK DIR", lambda r: shown_path(r.cwd), min_width=10, grow=2, priority=2, overflow="start"),
         Column("channel", "CHANNEL", lambda r: r.channel_type, min_width=8, priority=6),
         Column("messages", "MSGS", lambda r: str(r.message_count), min_width=5, align="right", priority=4),
-        Column("last_active", "LAST ACTIVE UTC", lambda r: utc_minutes(r.last_active_at or r.timestamp),
-               min_width=16, priority=1),
+        Column("last_active", time_title("LAST ACTIVE"), lambda r: list_time(r.last_active_at or r.timestamp),
+               min_width=max(times.display_width(), len(time_title("LAST ACTIVE"))), priority=1),
         Column("fork", "FORK", fork_label, min_width=9, priority=7, style=lambda r: "secondary"),
         Column("run", "RUN", run_label, min_width=14, priority=5, style=run_style),
     ]
