@@ -310,7 +310,7 @@ def test_inspection_in_a_read_mode_writes_nothing(tmp_path: Path) -> None:
         assert ins.state == HEALTHY and not ins.intents
         assert read_committed_event_batches(ro, sid) == []
         with pytest.raises(ReadOnlyStore):
-            append_event_batch(ro, sid, [rec(sid, 1)])
+            append_event_batch(ro, sid, [rec(sid, 1)], None)
     assert not (root / "events").exists()
     assert sorted((p.name, p.stat().st_size) for p in root.iterdir()) == before
     with sqlite3.connect(f"file:{root / 'sessions.db'}?immutable=1", uri=True) as conn:
