@@ -115,8 +115,6 @@ class ResetDatabase:
     def _refusal(self, leases: list[LeaseSnapshot]) -> str:
         if self.sd.db_path != self.sd.root / SESSIONS_DB:
             return f"a reset works on a session directory's {SESSIONS_DB}, not on {one_line(str(self.sd.db_path))}."
-        if self.sd.mode.is_read:
-            return self.sd.read_only_reason + "; a reset writes."
         if leases:
             held = "; ".join(f"session {one_line(x.session_id)} {x.describe()}" for x in leases[:5])
             more = f" (and {len(leases) - 5} more)" if len(leases) > 5 else ""
