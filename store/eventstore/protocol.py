@@ -135,11 +135,19 @@ def judge(scan: ScanResult, intents: Iterable[EventIntent]) -> tuple[str, str]:
     if scan.status == "torn":
         reasons.append(f"a torn tail of {scan.torn_bytes} bytes at {scan.where}")
     if doubt:
-        reasons.append(", ".join(f"intent {one_line(i.id)} is {i.state}"
-                                 f"{' with complete bytes' if scan.batch(i.id) else ' without bytes'}" for i in doubt))
+        reasons.append(", ".join(_doubt_text(i, scan.batch(i.id) is not None) for i in doubt))
     if reasons:
         return RECONCILING, "; ".join(reasons)
     return HEALTHY, ""
+
+
+def _doubt_text(intent: EventIntent, has_bytes: bool) -> str:
+    what = f"intent {one_line(intent.id)} (seq {intent.seq_from}..{intent.seq_to}) is {intent.state}"
+    if has_bytes:
+        return what + " with complete bytes (reconcile adopts them)"
+    if intent.state == APPENDED:
+        return what + " but its bytes are missing (reconcile marks it recovery_required)"
+    return what + " and has no complete bytes (reconcile aborts it)"
 
 
 def inspect_event_store(sd: SessionDir, session_id: str) -> EventStoreInspection:
