@@ -301,7 +301,7 @@ class HealthScreen(Screen[None]):
 
         request = ConfirmRequest(
             title=one_line(preview.title), preview="\n".join(preview.lines()), affected=len(preview.changes),
-            noun="change", confirm_label="Apply", opened_by=self._key_for("health.fix"),
+            noun="item", confirm_label="Apply", opened_by=self._key_for("health.fix"),
             phrase=RESET_PHRASE if preview.repair_id == "reset-db" else "")
 
         def decided(confirmed: bool | None) -> None:
