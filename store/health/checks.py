@@ -23,12 +23,14 @@ from store.health.model import ERROR, OK, WARN, HealthCheck, human_bytes
 from store.health.reset import COMPANIONS, _moves, _stamp, active_runtime_leases, left_behind, tree_bytes
 from store.health.space import space_checks
 from store.mothx.db import OpenMode, open_database
+from store.mothx.lease_model import LeaseSnapshot
 from store.mothx.lease_store import list_leases
 from store.mothx.run_listing import list_orphaned
 from store.mothx.schema import CURRENT_VERSION
 from store.mothx.sessiondir import SessionDir
 from store.paths import KNOWLEDGE_DIR
 from store.safetext import one_line
+from store.times import from_unix
 
 WAL_WARN_BYTES = 64 * 1024 * 1024
 MAX_ROWS = 20  # rows per kind of finding (the rest are counted in the last one)
@@ -151,7 +153,7 @@ def lease_checks(sd: SessionDir) -> list[HealthCheck]:
     rows = []
     if valid:
         rows.append(HealthCheck("leases.active", "Active leases", OK,
-                                f"{len(valid)} held: " + "; ".join(f"session {one_line(x.session_id)} {x.describe()}"
+                                f"{len(valid)} held: " + "; ".join(f"session {one_line(x.session_id)} {_held(x)}"
                                                                     for x in valid[:5]) +
                                 ("" if len(valid) <= 5 else f" (and {len(valid) - 5} more)") +
                                 "; a reset is refused while they are held"))
@@ -159,12 +161,20 @@ def lease_checks(sd: SessionDir) -> list[HealthCheck]:
         rows.append(HealthCheck("leases.active", "Active leases", OK, "no process holds a lease"))
     for x in expired[:MAX_ROWS]:
         rows.append(HealthCheck(f"leases.expired.{x.session_id}", "Expired lease", WARN,
-                                f"session {one_line(x.session_id)}: {x.describe()}", "release-lease",
+                                f"session {one_line(x.session_id)}: {_held(x)}", "release-lease",
                                 (("session_id", x.session_id),), x.session_id))
     if len(expired) > MAX_ROWS:
         rows.append(HealthCheck("leases.expired.more", "Expired leases", WARN,
                                 f"{len(expired) - MAX_ROWS} more expired leases (doctor --json lists the first {MAX_ROWS})"))
     return rows
+
+
+def _held(lease: LeaseSnapshot) -> str:
+    """The holder and the expiry as instants (no countdown: the row reads the same whenever it is drawn)."""
+    if lease.problems:
+        return lease.describe()
+    state = "valid until" if lease.valid else "expired at"
+    return f"held by {lease.describe_holder()} at epoch {lease.epoch}, {state} {from_unix(lease.expires_at)}"
 
 
 def orphan_checks(sd: SessionDir) -> list[HealthCheck]:
