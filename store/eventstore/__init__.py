@@ -26,6 +26,7 @@ from store.eventstore.protocol import (
     inspect_event_store,
     next_sequence,
     read_committed_event_batches,
+    scan_event_store,
     spec_for,
 )
 from store.eventstore.records import EventBatch, EventRecord, digest_event_batch
@@ -37,5 +38,5 @@ __all__ = [
     "EventStore", "EventStoreInspection", "EventStoreNotHealthy", "EventStoreStats", "EventStoreUnreadable",
     "ScanResult", "append_event_batch", "append_prepared_event_batch", "classify", "commit_event_intent",
     "digest_event_batch", "event_store", "forget_caches", "inspect_event_store", "next_sequence",
-    "read_committed_event_batches", "spec_for", "write_stats",
+    "read_committed_event_batches", "scan_event_store", "spec_for", "write_stats",
 ]

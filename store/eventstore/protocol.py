@@ -161,7 +161,23 @@ def inspect_event_store(sd: SessionDir, session_id: str) -> EventStoreInspection
         empty = ScanResult("corrupt", (), f"the event store cannot be read ({exc.strerror})", "")
         return EventStoreInspection(session_id, CORRUPT, empty.reason, empty, ())
     state, reason = judge(scan, intents)
+    if state == INCONSISTENT:
+        # A writer may have committed a batch between the two reads (bytes seen, intent read before it): the
+        # intents are read once more; what still disagrees then is reported.
+        with sd.db.read() as conn:
+            intents = tuple(read_intents(conn, session_id))
+            projection = read_projection(conn, session_id)
+        state, reason = judge(scan, intents)
     return EventStoreInspection(session_id, state, reason, scan, intents, projection)
+
+
+def scan_event_store(sd: SessionDir, session_id: str, guard: LeaseGuard) -> ScanResult:
+    """:meth:`EventStore.scan` (cut a torn tail, rewrite the manifest) under the caller's lease: the lease is
+    checked by its fence just before, and a lost lease writes nothing (:class:`~store.errors.LeaseLost`)."""
+    sd.require_writable()
+    with sd.db.write() as conn:
+        check_fence(conn, guard.lease)
+    return event_store(sd, session_id).scan()
 
 
 def read_committed_event_batches(sd: SessionDir, session_id: str) -> list[EventBatch]:

@@ -41,6 +41,7 @@ from store.eventstore.protocol import (
     inspect_event_store,
     judge,
     projection_of,
+    scan_event_store,
 )
 from store.eventstore.segments import ScanResult
 from store.mothx.execution import ExecutionFacts, read_facts_conn
@@ -234,12 +235,9 @@ class ReconcileEventIntents(_EventRepair):
         guard = _acquire(self.sd, facts, self.owner, self.ttl, self.target)
         try:
             inspection = self._recheck(expected)
-            store = event_store(self.sd, self.session_id)
             if inspection.scan.status == "torn":
-                with self.sd.db.write() as conn:  # the fence, just before the cut
-                    check_fence(conn, guard.lease)
                 step("reconcile.truncate")
-                store.scan()
+                scan_event_store(self.sd, self.session_id, guard)
                 inspection = inspect_event_store(self.sd, self.session_id)
             step("reconcile.settle")
             plan = plan_settlements(inspection)

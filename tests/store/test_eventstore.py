@@ -463,3 +463,26 @@ def test_append_survives_a_kill_at_every_step(kill_template: tuple[Path, str], t
 def test_states_are_the_seed_constants() -> None:
     assert (PREPARED, APPENDED, COMMITTED, RECOVERY_REQUIRED) == ("prepared", "appended", "committed",
                                                                   "recovery_required")
+
+
+def test_scan_cuts_a_torn_tail_only_under_the_writers_lease(sd: SessionDir) -> None:
+    from store.errors import LeaseLost
+    from store.eventstore import scan_event_store
+
+    sid = create_session(sd)
+    app(sd, sid, [rec(sid, 1)])
+    seg = event_store(sd, sid).path / "seg-00000001.jsonl"
+    with open(seg, "ab") as fh:
+        fh.write(b'{"batchId":"t","ev')
+    torn = seg.read_bytes()
+    stale = acquire(sd, sid, "mutation")
+    stale.release()
+    with pytest.raises(LeaseLost):
+        scan_event_store(sd, sid, stale)
+    assert seg.read_bytes() == torn  # nothing cut without the lease
+    assert event_store(sd, sid).inspect().status == "torn"  # Inspect never cuts either
+    other = acquire(sd, sid, "mutation")
+    result = scan_event_store(sd, sid, other)
+    assert result.status == "clean" and len(seg.read_bytes()) < len(torn)
+    assert (event_store(sd, sid).path / "manifest.json").is_file()
+    other.release()
