@@ -154,6 +154,9 @@ class ResetDatabase:
         if expected.refusal or fp != expected.fingerprint:
             raise RepairRefused("Refused: the session directory changed since the preview; preview it again.")
         step("reset.close")
+        from store.mothx.sessions import release
+
+        release(self.sd)  # the session list's cache connection has the old file attached: closed first
         self.sd.db.close()
         moves = _moves(self.sd.root, _stamp(self.now))  # after the close: the files as they are now
         done: list[tuple[Path, Path]] = []

@@ -268,3 +268,16 @@ async def test_hostile_values_are_drawn_as_text(demo_dir: Path) -> None:
         await settle_health(pilot)
         assert app.return_code is None
     assert app._exception is None  # noqa: SLF001
+
+
+async def test_reset_is_refused_while_leases_are_active(demo_dir: Path) -> None:
+    before = digest(demo_dir)
+    app = SessionscopeApp(demo_dir, OpenMode.READ_WRITE, clock=lambda: DEMO_NOW_UNIX)
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_health(pilot)
+        await select(pilot, screen, "reset")
+        await pilot.press("x")
+        await settle_health(pilot)
+        assert not isinstance(app.screen, ConfirmDialog)
+        assert "still marked active" in screen.last_error
+    assert {k for k in digest(demo_dir)} == set(before)
