@@ -486,3 +486,59 @@ def test_scan_cuts_a_torn_tail_only_under_the_writers_lease(sd: SessionDir) -> N
     assert result.status == "clean" and len(seg.read_bytes()) < len(torn)
     assert (event_store(sd, sid).path / "manifest.json").is_file()
     other.release()
+
+
+RECONCILE_CHILD = """
+import sys
+from store.mothx.sessiondir import open_session_dir
+from store.eventstore.repairs import ReconcileEventIntents
+sd = open_session_dir(sys.argv[1])
+repair = ReconcileEventIntents(sd, sys.argv[2])
+repair.apply(repair.preview())
+sd.close()
+print("DONE", flush=True)
+"""
+
+
+def test_reconcile_survives_a_kill_at_every_step(tmp_path: Path) -> None:
+    template = tmp_path / "template"
+    with open_session_dir(template, create=True) as sd:
+        sid = create_session(sd)
+        app(sd, sid, [rec(sid, 1)], batch_id="kept")
+        _torn(sd, sid)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+
+    def child(root: Path, steps: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-c", RECONCILE_CHILD, str(root), sid], cwd=REPO,
+                                env={**env, STEP_ENV: steps}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    listing = tmp_path / "listing"
+    shutil.copytree(template, listing)
+    out, err = child(listing, "list").communicate(timeout=60)
+    steps = [line.split(" ", 2)[2] for line in err.splitlines() if line.startswith("STEP ")]
+    assert steps == ["reconcile.acquire", "reconcile.truncate", "reconcile.settle", "reconcile.release"], err
+    for k, name in enumerate(steps, start=1):
+        copy = tmp_path / f"r{k}"
+        shutil.copytree(template, copy)
+        proc = child(copy, f"pause:{k}")
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.strip() == f"PAUSED {k} {name}", proc.communicate()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        with open_session_dir(copy) as sd:
+            assert sd.db.quick_check() == "ok"
+            mid = inspect_event_store(sd, sid)
+            assert mid.state in (RECONCILING, HEALTHY), (name, mid.reason)
+            assert [b.batch_id for b in mid.committed()] == ["kept"], name
+            with sd.db.read() as conn:
+                later = sqlite_now(conn) + 100
+            with clock_override(later):
+                repair = ReconcileEventIntents(sd, sid)
+                preview = repair.preview()
+                if preview.allowed:
+                    repair.apply(preview)
+            after = inspect_event_store(sd, sid)
+            assert after.state == HEALTHY, (name, after.reason)
+            assert [b.batch_id for b in after.committed()] == ["kept"], name
+            assert {i.id: i.state for i in after.intents}["torn1"] == "aborted", name
