@@ -56,6 +56,8 @@ SCOPES: tuple[ScopeSpec, ...] = (
     ScopeSpec("help", "Help"),
     ScopeSpec("confirm", "Confirm dialog"),
     ScopeSpec("tool-pick", "Tool-call picker"),
+    ScopeSpec("health", "Health screen"),
+    ScopeSpec("health-list", "Health checks"),
 )
 """Every scope, in the order help and the README list them."""
 
@@ -183,6 +185,17 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec('runs.scope', 'toggle_scope', 'a', 'All/one', "Switch between every session's runs and the runs of the session under the cursor.", 'runs'),
     ActionSpec('runs.refresh', 'refresh', 'r', 'Refresh', 'Re-read the runs from the database, keeping the cursor.', 'runs'),
     ActionSpec('runs.copy', 'copy_run_id', 'c', 'Copy id', 'Copy the id of the run under the cursor to the clipboard.', 'runs', show=False),
+    ActionSpec('health.fix', 'fix_selected', 'x', 'Repair', 'Preview the repair that fixes the selected check, then apply it after confirming.', 'health', writes=True),
+    ActionSpec('health.integrity', 'integrity_check', 'i', 'Integrity', 'Run the long integrity check (reads every page) with a progress bar; esc cancels it.', 'health'),
+    ActionSpec('health.cancel', 'cancel_check', 'escape', 'Cancel/back', 'Cancel the running integrity check; with none running, go back.', 'health', show=False),
+    ActionSpec('health.refresh', 'refresh', 'r', 'Refresh', 'Run every check again.', 'health'),
+    ActionSpec('health.copy', 'copy_repair', 'c', 'Copy repair', 'Copy the repair command of the selected check to the clipboard.', 'health', show=False),
+    ActionSpec('health-list.down', 'cursor_down', 'j,down', 'Down', 'Move the cursor down one check.', 'health-list', show=False, palette=False),
+    ActionSpec('health-list.up', 'cursor_up', 'k,up', 'Up', 'Move the cursor up one check.', 'health-list', show=False, palette=False),
+    ActionSpec('health-list.top', 'cursor_top', 'g,home', 'Top', 'Go to the first check.', 'health-list', show=False),
+    ActionSpec('health-list.bottom', 'cursor_bottom', 'G,end', 'Bottom', 'Go to the last check.', 'health-list', show=False),
+    ActionSpec('health-list.page-down', 'page_down', 'pagedown', 'Page down', 'Move the cursor one page down.', 'health-list', show=False, palette=False),
+    ActionSpec('health-list.page-up', 'page_up', 'pageup', 'Page up', 'Move the cursor one page up.', 'health-list', show=False, palette=False),
     ActionSpec('pick.toggle-all', 'toggle_all', 'ctrl+a', 'All/none', 'Select every call, or none.', 'tool-pick'),
     ActionSpec('pick.preview', 'preview', 'p', 'Preview', 'Preview abandoning the selected calls.', 'tool-pick'),
     ActionSpec('pick.cancel', 'cancel', 'escape', 'Cancel', 'Close without changing anything.', 'tool-pick'),
@@ -327,6 +340,8 @@ SECTIONS: tuple[Section, ...] = (
             "tui.screens.runs", "RunsScreen"),
     Section("checkpoints", "Checkpoints", "External-agent checkpoints: verify, publish a reset.",
             "tui.screens.checkpoints", "CheckpointsScreen"),
+    Section("health", "Health", "Database, leases, orphans, deliveries, event stores, space: checks and repairs.",
+            "tui.screens.health", "HealthScreen"),
 )
 
 
