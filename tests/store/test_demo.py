@@ -89,7 +89,7 @@ def test_two_builds_hold_identical_rows(tmp_path: Path, demo_dir: Path) -> None:
 
 
 def test_layout_is_v43_and_files_pass_quick_check(demo_dir: Path) -> None:
-    assert sorted(p.name for p in demo_dir.iterdir()) == sorted(["sessions.db", "knowledge-bases", DEMO_MARKER])
+    assert sorted(p.name for p in demo_dir.iterdir()) == sorted(["sessions.db", "knowledge-bases", "events", DEMO_MARKER])
     assert sorted(p.name for p in (demo_dir / "knowledge-bases").iterdir()) == ["atlas-notes.db", "harbor-docs.db"]
     with open_session_dir(demo_dir, OpenMode.SNAPSHOT) as sd:
         assert sd.schema.status == "current" and sd.schema.version == 43

@@ -36,14 +36,16 @@ pytestmark = pytest.mark.anyio
 
 SIZE = (120, 36)
 
-SCREEN_MODULES = (
-    "tui.screens.sessions", "tui.screens.transcript", "tui.screens.native_transcript", "tui.screens.runs",
-    "tui.screens.checkpoints", "tui.screens.help", "tui.screens.welcome", "tui.palette",
-)
-WIDGET_MODULES = (
-    "tui.widgets.session_list", "tui.widgets.native_session_list", "tui.widgets.run_list", "tui.widgets.run_timeline",
-    "tui.widgets.checkpoint_list", "tui.widgets.transcript_view", "tui.widgets.confirm", "tui.widgets.export_dialog",
-)
+def _modules(package: str) -> tuple[str, ...]:
+    import pkgutil
+
+    return tuple(sorted(info.name for info in pkgutil.iter_modules(importlib.import_module(package).__path__,
+                                                                   f"{package}.")))
+
+
+# Every screen and widget module (a new screen needs no edit here), and the palette.
+SCREEN_MODULES = (*_modules("tui.screens"), "tui.palette")
+WIDGET_MODULES = _modules("tui.widgets")
 
 
 # --- helpers ----------------------------------------------------------------------------------------------------
@@ -279,7 +281,8 @@ def test_action_ids_are_unique_and_keys_do_not_clash_in_a_scope() -> None:
         assert [k for k, n in keys.items() if n > 1] == [], f"{scope}: two actions share a key"
     for spec in actions.ACTIONS:
         assert spec.id.count(".") == 1 and spec.description and spec.tooltip, spec.id
-    assert len(actions.ACTIONS) == 91
+        assert spec.scope in actions.SCOPE_TITLES, f"{spec.id}: undeclared scope {spec.scope!r}"
+    assert [scope.id for scope in actions.SCOPES if not actions.in_scope(scope.id)] == [], "a scope with no action"
 
 
 def test_sections_name_screens_that_exist() -> None:
