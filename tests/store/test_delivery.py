@@ -248,6 +248,16 @@ def test_operator_view_pages_by_keyset(sd: SessionDir) -> None:
         _, (op_id,) = plan(sd, run_id=f"run-{n}", kinds=("send_text",), target=f"t{n % 2}", session_id=sid)
         fail_exhausted(sd, op_id, now=T0 + n * 1000)
         ids.append(op_id)
+    with sd.db.write() as conn:  # damaged sort values (a foreign writer): still listed, and paged like the rest
+        conn.execute("UPDATE delivery_operations SET updated_at = X'00ff' WHERE id = ?", (ids[2],))
+        conn.execute("UPDATE delivery_intents SET target_id = X'ff' WHERE id = (SELECT intent_id FROM "
+                     "delivery_operations WHERE id = ?)", (ids[4],))
+    damaged = get_delivery_failure(sd, ids[2])
+    assert damaged is not None and damaged.problems and not damaged.retryable
+    with sd.db.write() as conn:  # an operation whose intent row is gone (foreign keys are off): listed, damaged
+        conn.execute("UPDATE delivery_operations SET intent_id = 'gone' WHERE id = ?", (ids[5],))
+    orphan = get_delivery_failure(sd, ids[5])
+    assert orphan is not None and orphan.problems and not orphan.retryable
     for grouped in (False, True):
         scope = DeliveryScope(grouped=grouped)
         whole = [r.operation_id for r in deliveries_page(sd, scope, limit=100).rows]

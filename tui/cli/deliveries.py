@@ -111,7 +111,7 @@ def cmd_deliveries(args: argparse.Namespace) -> int:
             from store.mothx.sessions import resolve_session_id
 
             session_id = resolve_session_id(sd, args.session)
-        rows = list_delivery_failures(sd, session_id, limit=args.limit) if args.limit else []
+        rows = list_delivery_failures(sd, session_id, limit=args.limit, chains=False) if args.limit else []
     if args.json:
         json_out({"deliveries": [r.to_json() for r in rows], "count": len(rows)})
         return 0
@@ -120,7 +120,7 @@ def cmd_deliveries(args: argparse.Namespace) -> int:
 
 
 COLUMNS = (Column("OPERATION"), Column("SESSION"), Column("RUN"), Column("PLATFORM"), Column("TARGET", cut=True),
-           Column("KIND"), Column("SEQ", right=True), Column("STATUS"), Column("FAILURE CODE"), Column("CLASS"),
+           Column("KIND"), Column("STATUS"), Column("FAILURE CODE"), Column("CLASS"),
            Column("ATTEMPTS", right=True), Column("UPDATED"), Column("RETRY"))
 
 
@@ -129,8 +129,7 @@ def print_deliveries(rows: list[DeliveryFailure]) -> None:
         out("No failed or uncertain deliveries.")
         return
     output.table(COLUMNS, [
-        (r.operation_id, r.session_id, r.run_id, r.platform, r.target_id, r.operation_kind, str(r.sequence),
-         r.status, r.failure_code or "-", r.label or "-", str(r.attempt_count),
+        (r.operation_id, r.session_id, r.run_id, r.platform, r.target_id, r.operation_kind, r.status, r.failure_code or "-", r.label or "-", str(r.attempt_count),
          times.show(r.updated_at, times.SECONDS), "yes" if r.retryable else "no")
         for r in rows
     ])
