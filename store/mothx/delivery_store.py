@@ -17,6 +17,7 @@ Every function taking ``now`` takes Unix milliseconds (default: the wall clock).
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -49,7 +50,6 @@ from store.mothx.delivery_model import (
     operation_select,
     window_start_ms,
 )
-from store.mothx.run_model import new_id
 from store.safetext import one_line
 from store.times import format_rfc3339
 
@@ -137,7 +137,7 @@ class NewOperation:
     artifact_id: str | None = None
     status: str = "pending"
     payload_digest: str = ""
-    id: str = field(default_factory=lambda: "dop_" + new_id())
+    id: str = field(default_factory=lambda: "dop_" + secrets.token_hex(8))
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ class NewIntent:
     target_id: str = ""
     reply_message_id: str = ""
     transport_context: str = "{}"
-    id: str = field(default_factory=lambda: "dlv_" + new_id())
+    id: str = field(default_factory=lambda: "dlv_" + secrets.token_hex(8))
 
 
 def create_plan(sd: SessionDir, intent: NewIntent, operations: Sequence[NewOperation],

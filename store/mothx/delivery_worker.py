@@ -45,7 +45,6 @@ from store.mothx.delivery_model import (
     DeliveryOperationBusy,
     now_ms,
 )
-from store.mothx.delivery_store import claim, list_due, record_transport_error, update_progress, update_result
 
 if TYPE_CHECKING:
     from store.mothx.sessiondir import SessionDir
@@ -101,6 +100,8 @@ class DeliveryWorker:
 
     def run_once(self) -> int:
         """One pass over the due list; returns how many operations were claimed."""
+        from store.mothx.delivery_store import claim, list_due
+
         claimed = 0
         for due in list_due(self.sd, now_ms()):
             try:
@@ -117,6 +118,8 @@ class DeliveryWorker:
         return claimed
 
     def execute(self, op: DeliveryOperation) -> str:
+        from store.mothx.delivery_store import record_transport_error, update_progress, update_result
+
         upload = op.operation_kind.startswith("upload")
         phase = "uploading" if upload else "sending"
         update_progress(self.sd, op.id, self.owner, op.lease_epoch, phase, now=now_ms())
