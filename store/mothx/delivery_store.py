@@ -462,3 +462,36 @@ def reopen_conn(conn: sqlite3.Connection, target: DeliveryOperation, siblings: S
             ids.append(op.id)
     propagate(conn, target.intent_id, now)
     return ids, refresh_intent(conn, target.intent_id, now)
+
+
+# --- a platform reconnects (13.8) ---------------------------------------------------------------------------------
+
+
+def list_failed_transient(sd: SessionDir, platform: str) -> list[str]:
+    """ListFailedTransientDeliveryOperations: one platform's operations that failed on transport (retryable), in
+    delivery order (``sequence, created_at``)."""
+    with sd.db.read() as conn:
+        rows = conn.execute(
+            "SELECT o.id FROM delivery_operations o JOIN delivery_intents i ON i.id = o.intent_id "
+            "WHERE i.platform = ? AND o.status = 'failed' AND o.failure_code IN (?, ?) "
+            "ORDER BY o.sequence, o.created_at, o.id", (platform, RETRIES_EXHAUSTED, TRANSPORT_ERROR)).fetchall()
+    return [r[0] for r in rows if isinstance(r[0], str)]
+
+
+def reopen_platform(sd: SessionDir, platform: str, now: int | None = None) -> list[str]:
+    """What the runtime does when a platform reconnects: reopen each of its transient failures (with the siblings
+    failed by it), each in its own write transaction, re-checked there. Returns the operations reopened."""
+    sd.require_writable()
+    t = now_ms() if now is None else now
+    done: list[str] = []
+    for op_id in list_failed_transient(sd, platform):
+        with sd.db.write() as conn:
+            op = get_operation_conn(conn, op_id)
+            if op is None or op.problems or op.status != "failed" or op.failure_code not in (RETRIES_EXHAUSTED,
+                                                                                            TRANSPORT_ERROR):
+                continue
+            if op.lease_owner and op.lease_expires_at is not None and op.lease_expires_at > t:
+                continue
+            ids, _ = reopen_conn(conn, op, intent_operations_conn(conn, op.intent_id), t)
+            done.extend(ids)
+    return done

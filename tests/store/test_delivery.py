@@ -39,7 +39,10 @@ from store.mothx.delivery_store import (
     get_plan,
     intent_status_conn,
     list_due,
+    list_failed_transient,
+    propagate,
     record_transport_error,
+    reopen_platform,
     requeue,
     update_progress,
     update_result,
@@ -393,3 +396,51 @@ def format_rfc3339_ms(ms: int) -> str:
     from datetime import UTC, datetime
 
     return format_rfc3339(datetime.fromtimestamp(ms / 1000, tz=UTC))
+
+
+def test_a_platform_reconnect_reopens_its_transient_failures_only(sd: SessionDir) -> None:
+    _, (a, b) = plan(sd)
+    fail_exhausted(sd, a)
+    _, (p,) = plan(sd, run_id="run-2", kinds=("send_text",))
+    op = claim(sd, p, W1, now=T0)
+    update_result(sd, p, W1, op.lease_epoch, "failed", failure_code="bot_not_in_chat", now=T0)
+    _, (w,) = plan(sd, run_id="run-3", kinds=("send_text",), platform="wechat")
+    fail_exhausted(sd, w)
+    assert list_failed_transient(sd, "feishu") == [a]
+    assert reopen_platform(sd, "feishu", now=T0 + 5) == [a, b]
+    assert status(sd, a) == status(sd, b) == ("retry_wait", "")
+    assert status(sd, p) == ("failed", "bot_not_in_chat") and status(sd, w)[0] == "failed"
+
+
+def plain_propagation(statuses: list[str], deps: list[int | None]) -> list[tuple[str, str]]:
+    """13.7 the plain way: sweep in order until nothing changes (dependencies always point backwards)."""
+    out = [(s, "") for s in statuses]
+    changed = True
+    while changed:
+        changed = False
+        for n, dep in enumerate(deps):
+            if dep is None or out[n][0] not in ("pending", "retry_wait"):
+                continue
+            if out[dep][0] == "failed":
+                out[n], changed = ("failed", "dependency_failed"), True
+            elif out[dep][0] == "uncertain":
+                out[n], changed = ("uncertain", "dependency_uncertain"), True
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(OPERATION_STATUSES), st.integers(min_value=0, max_value=8)),
+                min_size=1, max_size=8))
+def test_dependency_propagation_reaches_the_plain_fixpoint(ops: list[tuple[str, int]]) -> None:
+    statuses = [s for s, _ in ops]
+    deps = [None if n == 0 or pick == 0 else (pick - 1) % n for n, (_, pick) in enumerate(ops)]
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE delivery_operations (id TEXT, intent_id TEXT, status TEXT, failure_code TEXT, "
+                 "depends_on TEXT, lease_owner TEXT, lease_expires_at INTEGER, next_attempt_at INTEGER, "
+                 "updated_at TEXT)")
+    conn.executemany("INSERT INTO delivery_operations VALUES (?, 'i', ?, '', ?, '', NULL, NULL, '')",
+                     [(f"o{n}", s, f"o{d}" if d is not None else None) for n, (s, d) in enumerate(zip(statuses, deps,
+                                                                                                    strict=True))])
+    propagate(conn, "i", T0)
+    got = conn.execute("SELECT status, failure_code FROM delivery_operations ORDER BY rowid").fetchall()
+    assert got == plain_propagation(statuses, deps)
