@@ -175,6 +175,9 @@ class SessionscopeApp(ReportsWorkerFailures, App[object]):
         if wanted and wanted in self.available_themes:
             self.theme = wanted
         elif DEFAULT_THEME in self.available_themes:
+            if wanted and wanted != DEFAULT_THEME:
+                self.startup_problems.append(f"{tildify(str(self.settings.path))}: there is no theme '{wanted}'; "
+                                             f"using {DEFAULT_THEME}.")
             self.theme = DEFAULT_THEME
         # A store opened by a worker but not yet taken by _store_opened (a quit closes it); guarded by the lock.
         self._open_lock = threading.Lock()

@@ -63,10 +63,13 @@ def parse_theme(data: dict[str, object], source: str) -> Theme:
     dark = data.get("dark", True)
     if not isinstance(dark, bool):
         raise ValueError(f"{source}: 'dark' must be true or false.")
+    ansi = data.get("ansi", False)
+    if not isinstance(ansi, bool):
+        raise ValueError(f"{source}: 'ansi' must be true or false.")
     variables = data.get("variables", {})
     if not isinstance(variables, dict) or not all(isinstance(v, str) for v in variables.values()):
         raise ValueError(f"{source}: [variables] must map names to strings.")
-    theme = Theme(name=name.strip(), dark=dark, variables={str(k): str(v) for k, v in variables.items()}, **kwargs)  # type: ignore[arg-type]
+    theme = Theme(name=name.strip(), dark=dark, ansi=ansi, variables={str(k): str(v) for k, v in variables.items()}, **kwargs)  # type: ignore[arg-type]
     try:
         theme.to_color_system()  # validates every colour now, not at the first repaint
     except Exception as exc:  # noqa: BLE001 - Textual raises several colour parse errors

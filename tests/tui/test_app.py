@@ -688,3 +688,32 @@ async def test_lists_show_times_in_the_configured_zone_and_format(demo_master: P
             assert expected in session_list.render_line(1).text
     finally:
         times.set_display()  # the process-wide default again for the other tests
+
+
+async def test_the_ansi_theme_uses_the_terminals_palette_and_an_unknown_theme_falls_back(
+        demo_master: Path, tmp_path: Path) -> None:
+    from store import config
+    from tests.tui.rendered import notification_texts
+    from tui.theming import DEFAULT_THEME, load_themes
+
+    ansi = next(t for t in load_themes().themes if t.name == "sessionscope-ansi")
+    assert ansi.ansi and ansi.primary == "ansi_blue"
+    config.set_value("theme", "sessionscope-ansi")
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert app.theme == "sessionscope-ansi"
+    config.set_value("theme", "no-such-theme")
+    broken = tmp_path / "themes"
+    broken.mkdir()
+    (broken / "bad.toml").write_text("name = \n", encoding="utf-8")
+    for theme in load_themes().themes:
+        (broken / f"{theme.name}.toml").write_text(
+            (Path(__file__).resolve().parents[2] / "themes" / f"{theme.name}.toml").read_text(encoding="utf-8"))
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT, themes_dir=broken)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert app.theme == DEFAULT_THEME
+        texts = notification_texts(app)
+        assert any("there is no theme 'no-such-theme'" in t for t in texts), texts
+        assert any("bad.toml is not valid TOML" in t for t in texts), texts
