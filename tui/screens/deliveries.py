@@ -34,6 +34,7 @@ from textual.timer import Timer
 
 from store.mothx.delivery_listing import DeliveryScope
 from tui import actions
+from tui.clipboard import copy
 from tui.context import services, store
 from tui.formatting import describe_error, one_line
 from tui.live import LiveChanged
@@ -241,8 +242,7 @@ class DeliveriesScreen(Screen[None]):
         if row is None:
             notify(self, "No delivery operation is selected.", severity="warning")
             return
-        self.app.copy_to_clipboard(row.operation_id)
-        notify(self, f"Copied {one_line(row.operation_id)}.", timeout=2)
+        copy(self, row.operation_id, f"the operation id {one_line(row.operation_id)}")
 
     def action_retry_delivery(self) -> None:
         row = self.delivery_list.selected

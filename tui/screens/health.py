@@ -26,6 +26,7 @@ from textual.widgets import ProgressBar, Static
 
 from store.health.model import HealthCheck
 from tui import actions
+from tui.clipboard import copy
 from tui.context import store
 from tui.formatting import describe_error, one_line
 from tui.messages import WorkerFailed
@@ -188,8 +189,7 @@ class HealthScreen(Screen[None]):
         if check is None or not check.repair:
             notify(self, "The selected check has no repair to copy.", severity="warning")
             return
-        self.app.copy_to_clipboard(f"sessionscope repair {check.repair}")
-        notify(self, f"Copied: sessionscope repair {check.repair}", timeout=3)
+        copy(self, f"sessionscope repair {check.repair}", f"the command 'sessionscope repair {check.repair}'")
 
     # integrity ------------------------------------------------------------------------------------------------
     def action_integrity_check(self) -> None:

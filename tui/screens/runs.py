@@ -30,6 +30,7 @@ from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 
 from tui import actions
+from tui.clipboard import copy
 from tui.context import services, store
 from tui.formatting import describe_error, one_line
 from tui.lifecycle import ReportsWorkerFailures
@@ -404,9 +405,9 @@ class RunsScreen(ReportsWorkerFailures, Screen[None]):
     def action_copy_run_id(self) -> None:
         row = self.run_list.selected
         if row is None:
+            notify(self, "No run is selected.", severity="warning")
             return
-        self.app.copy_to_clipboard(row.run_id)
-        notify(self, f"Copied {row.run_id}.", timeout=2)
+        copy(self, row.run_id, f"the run id {row.run_id}")
 
     def _target(self) -> RunRow | None:
         row = self.run_list.selected
