@@ -29,7 +29,12 @@ def _hermetic_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     monkeypatch.delenv("MOTHX_DIR", raising=False)
+    # The app has run before in this home (no first-run hint in the status bar; test_first_run removes it).
+    seen = home / ".local" / "share" / "sessionscope" / "first-run-done"
+    seen.parent.mkdir(parents=True, exist_ok=True)
+    seen.touch()
 
 
 @pytest.fixture

@@ -106,6 +106,13 @@ the rows instead of "Opening…" drawn moments before them; a slower opening (th
 builds the list cache) shows "Opening…" first."""
 
 
+def first_run_marker() -> Path:
+    """A file in the user data folder whose presence says the app has run before for this user."""
+    from store.paths import data_dir
+
+    return data_dir() / "first-run-done"
+
+
 def _commands_provider() -> type[Provider]:
     from tui.palette import SessionscopeCommands
 
@@ -164,6 +171,8 @@ class SessionscopeApp(ReportsWorkerFailures, App[object]):
             self.register_theme(theme)
             self.theme_names.append(theme.name)
         self.settings = config.load()
+        self.first_run = not first_run_marker().exists()
+        """The first time the app runs for this user: the status bar shows where the keys are."""
         """config.toml as read at start (theme, keymap, …; see :mod:`store.config`)."""
         self.startup_problems.extend(self.settings.problems)
         if self.settings.migrated:
@@ -231,6 +240,13 @@ class SessionscopeApp(ReportsWorkerFailures, App[object]):
             pass
 
     def on_mount(self) -> None:
+        if self.first_run:
+            try:  # best effort: the hint shows again next time when the data folder cannot be written
+                marker = first_run_marker()
+                marker.parent.mkdir(parents=True, exist_ok=True)
+                marker.touch()
+            except OSError:
+                pass
         self._apply_user_keymap()
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         for problem in self.startup_problems:
@@ -506,12 +522,12 @@ class SessionscopeApp(ReportsWorkerFailures, App[object]):
         return False
 
     def action_help(self) -> None:
-        from tui.screens.help import HelpScreen, collect_help
+        from tui.screens.help import HelpScreen, collect_help, screen_about
 
         if isinstance(self.screen, HelpScreen):
             self.screen.dismiss(None)
             return
-        self.push_screen(HelpScreen(collect_help(self.screen), str(actions.keymap_path())))
+        self.push_screen(HelpScreen(collect_help(self.screen), str(actions.keymap_path()), screen_about(self.screen)))
 
     def action_jump(self) -> None:
         from textual.command import SimpleCommand

@@ -52,6 +52,10 @@ class AppServices(Protocol):
         """The integrity line of the status bar; a reactive the status bar watches."""
 
     @property
+    def first_run(self) -> bool:
+        """True the first time the app runs for this user (the status bar then shows where the keys are)."""
+
+    @property
     def quitting(self) -> bool:
         """True once a quit began."""
 

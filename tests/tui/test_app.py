@@ -717,3 +717,35 @@ async def test_the_ansi_theme_uses_the_terminals_palette_and_an_unknown_theme_fa
         texts = notification_texts(app)
         assert any("there is no theme 'no-such-theme'" in t for t in texts), texts
         assert any("bad.toml is not valid TOML" in t for t in texts), texts
+
+
+async def test_the_first_run_shows_where_the_keys_are_once(demo_master: Path) -> None:
+    from tui.app import first_run_marker
+    from tui.widgets.statusbar import FIRST_RUN_HINT, StatusBar
+
+    first_run_marker().unlink()
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=(140, 30)) as pilot:
+        await settle(pilot)
+        bar = app.screen.query_one(StatusBar)
+        assert FIRST_RUN_HINT in bar.render().plain
+    assert first_run_marker().exists()
+    again = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with again.run_test(size=(140, 30)) as pilot:
+        await settle(pilot)
+        assert "new here?" not in again.screen.query_one(StatusBar).render().plain
+
+
+async def test_help_says_what_the_screen_is_for(demo_master: Path) -> None:
+    from textual.widgets import Static
+
+    from tui.screens.help import HelpScreen
+
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        about = str(app.screen.query_one("#help-about", Static).render())
+        assert about.startswith("Sessions: Every session"), about

@@ -85,6 +85,17 @@ def collect_help(screen: Screen[object]) -> list[HelpGroup]:
     return [g for g in groups.values() if g.rows]
 
 
+def screen_about(screen: Screen[object]) -> str:
+    """One sentence on what ``screen`` is for: its section's description (the ``:`` list), else the screen's
+    ``HELP_ABOUT``; empty when it has neither."""
+    scope = vars(type(screen)).get("ACTION_SCOPE")
+    for section in actions.SECTIONS:
+        if section.id == scope:
+            return f"{section.title}: {section.description}"
+    about = getattr(type(screen), "HELP_ABOUT", "")
+    return about if isinstance(about, str) else ""
+
+
 def render_help(groups: list[HelpGroup]) -> Group:
     """One heading and one table per group: keys, description, tooltip, action id (the name to remap)."""
     parts: list[Text | Table] = []
@@ -136,6 +147,11 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen #help-body {
         height: 1fr;
     }
+    HelpScreen #help-about {
+        height: auto;
+        color: $foreground-muted;
+        border-bottom: solid $panel;
+    }
     HelpScreen #help-foot {
         height: auto;
         color: $foreground-muted;
@@ -143,14 +159,17 @@ class HelpScreen(ModalScreen[None]):
     }
     """
 
-    def __init__(self, groups: list[HelpGroup], keymap_file: str = "") -> None:
+    def __init__(self, groups: list[HelpGroup], keymap_file: str = "", about: str = "") -> None:
         super().__init__()
         self.groups = groups
         self.keymap_file = keymap_file
+        self.about = about
 
     def compose(self) -> ComposeResult:
         with Vertical(id="help-box") as box:
             box.border_title = markup_escape("Keys")
+            if self.about:
+                yield Static(data_line(self.about, style="italic"), id="help-about", markup=False)
             with VerticalScroll(id="help-body"):
                 yield Static(render_help(self.groups), id="help-table")
             where = shown_path(self.keymap_file) if self.keymap_file else "config.toml"

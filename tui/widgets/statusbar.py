@@ -16,6 +16,8 @@ from textual.widget import Widget
 from store.safetext import one_line
 from tui.context import services
 
+FIRST_RUN_HINT = "new here? ? lists the keys · : jumps between screens · ctrl+p finds any action"
+
 
 class StatusBar(Widget):
     """`` 43 sessions  sort: last active ↓ · /harbor ·········· integrity ok ``"""
@@ -42,14 +44,19 @@ class StatusBar(Widget):
     count: reactive[str] = reactive("")
     query_text: reactive[str] = reactive("")
     integrity: reactive[str] = reactive("")
+    hint: reactive[str] = reactive("")
+    """Shown in the middle while there is no query (the first-run hint)."""
 
     @property
     def integrity_bad(self) -> bool:
         return self.integrity.startswith("integrity") and self.integrity != "integrity ok"
 
     def on_mount(self) -> None:
-        if services(self) is not None:  # a test host has no integrity line to show
+        app = services(self)
+        if app is not None:  # a test host has no integrity line to show
             self.watch(self.app, "integrity", self._set_integrity)
+            if app.first_run:
+                self.hint = FIRST_RUN_HINT
 
     def _set_integrity(self, text: str) -> None:
         self.integrity = text
@@ -60,6 +67,8 @@ class StatusBar(Widget):
         integrity = one_line(self.integrity)
         count = one_line(self.count)
         query = one_line(self.query_text)
+        if self.hint:
+            query = f"{query}  ·  {self.hint}" if query else self.hint
         right = f" {integrity} " if integrity else ""
         if cell_len(right) > (width * 2) // 3:
             right = set_cell_size(right, max(0, (width * 2) // 3 - 2)) + "… "
