@@ -93,9 +93,9 @@ async def test_an_optional_count_that_fails_is_not_silent(demo_master: Path, mon
 
 
 async def test_the_integrity_line_ends_when_its_worker_fails(demo_master: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import tui.app
+    import tui.background
 
-    monkeypatch.setattr(tui.app, "IntegrityChecked", _bug)
+    monkeypatch.setattr(tui.background, "IntegrityChecked", _bug)
     app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: _notified(app, "Integrity check failed", "the disk is on fire"),

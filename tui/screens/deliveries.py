@@ -37,6 +37,7 @@ from tui import actions
 from tui.clipboard import copy
 from tui.context import services, store
 from tui.formatting import describe_error, one_line
+from tui.lifecycle import ReportsWorkerFailures
 from tui.live import LiveChanged
 from tui.messages import WorkerFailed
 from tui.safe import notify
@@ -74,7 +75,7 @@ class RetryFinished(Message):
     refused: bool = False
 
 
-class DeliveriesScreen(Screen[None]):
+class DeliveriesScreen(ReportsWorkerFailures, Screen[None]):
     """Failed and uncertain delivery operations by platform and target; a retry after a preview."""
 
     ACTION_SCOPE: ClassVar[str] = "deliveries"

@@ -29,6 +29,7 @@ from tui import actions
 from tui.clipboard import copy
 from tui.context import store
 from tui.formatting import describe_error, one_line
+from tui.lifecycle import ReportsWorkerFailures
 from tui.messages import WorkerFailed
 from tui.safe import data_text, notify
 from tui.widgets.header import AppHeader
@@ -95,7 +96,7 @@ def detail_text(check: HealthCheck | None) -> Text:
     return out
 
 
-class HealthScreen(Screen[None]):
+class HealthScreen(ReportsWorkerFailures, Screen[None]):
     """Every check as a row; repairs after a preview; the long integrity check on request."""
 
     ACTION_SCOPE: ClassVar[str] = "health"
