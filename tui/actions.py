@@ -13,8 +13,10 @@ scope and offers their actions. The scopes and their titles are :data:`SCOPES`; 
 screen, and nothing registers itself on import).
 
 Actions that write (repairs) carry ``writes=True``: in the two read modes :func:`check_write` makes
-``check_action()`` return ``None``, so the key is shown dimmed and does nothing. The store refuses the write again
-on its own (``SessionDir.require_writable``); the keys are only the first fence.
+``check_action()`` return ``None``, so the key is shown dimmed and does not run; pressed, it says why in one line
+(:func:`write_refusal`, shown by the app for every dimmed key: a node may name its own reason with a method
+``why_disabled(action) -> str``). The store refuses the write again on its own
+(``SessionDir.require_writable``); the keys are only the first fence.
 
 This module imports nothing from Textual but :class:`textual.binding.Binding` (cheap) and nothing of the app,
 so the keymap and the registry can be read and tested without starting an app.
@@ -259,6 +261,28 @@ def check_write(action: str, writable: bool) -> bool | None:
     if not writable and is_write_action(action):
         return None
     return True
+
+
+READ_MODE_WORDS = {"read-only": ("Read-only", "--read-only"), "snapshot": ("Snapshot", "--snapshot")}
+"""How the one-line refusal names a read mode: its word and the option that chose it."""
+
+
+def write_refusal(action: str, mode: str, reason: str = "") -> str:
+    """The one line a dimmed repair key says when pressed: why it cannot run here.
+
+    ``mode`` is the open mode's value (``read-only``, ``snapshot``, ``read-write``); ``reason`` says why a
+    directory opened read-write still takes no writes (an older schema)."""
+    spec = spec_for_action(action)
+    name = spec.description.lower() if spec is not None else _bare(action).replace("_", " ")
+    word, option = READ_MODE_WORDS.get(mode, ("Read-only", reason or "writes are not allowed"))
+    return f"{word} ({option}): {name} is a repair and cannot run here."
+
+
+def dimmed_reason(action: str) -> str:
+    """A fallback line for a dimmed key whose node gives no reason of its own."""
+    spec = spec_for_action(action)
+    name = spec.description if spec is not None else _bare(action).replace("_", " ")
+    return f"{name} cannot act here."
 
 
 # --- the user keymap -------------------------------------------------------------------------------------------

@@ -485,6 +485,37 @@ class SessionscopeApp(App[object]):
         sd = self.sd
         return actions.check_write(action, sd is not None and sd.writable)
 
+    async def run_action(self, action: Any, default_namespace: Any = None, namespaces: Any = None) -> bool:
+        """:meth:`App.run_action`; a key whose action is dimmed (``check_action`` is None) says why in one line
+        instead of nothing (see :func:`say_why_dimmed`)."""
+        if await super().run_action(action, default_namespace, namespaces):
+            return True
+        return self.say_why_dimmed(action, default_namespace, namespaces)
+
+    def say_why_dimmed(self, action: Any, default_namespace: Any = None, namespaces: Any = None) -> bool:
+        """When ``action`` is dimmed on its node: notify the node's reason (its ``why_disabled(action)``, else
+        the read mode's refusal of a repair, else a generic line) and return True (the key was answered)."""
+        from textual.actions import parse
+
+        try:
+            destination, name, params = action if isinstance(action, tuple) else parse(action)
+        except Exception:  # noqa: BLE001 - a malformed action string is Textual's to report
+            return False
+        target = (namespaces or {}).get(destination) if destination else None
+        if target is None:
+            target = {"app": self, "screen": self.screen, "focused": self.focused}.get(destination) \
+                if destination else (default_namespace or self)
+        if target is None or target.check_action(name, params) is not None:
+            return False  # enabled (it ran) or hidden (False): nothing to explain
+        why = getattr(target, "why_disabled", None)
+        reason = why(name) if callable(why) else ""
+        if not reason and actions.is_write_action(name):
+            sd = self.sd
+            reason = actions.write_refusal(name, self.mode.value if sd is None else sd.mode.value,
+                                           "" if sd is None else sd.read_only_reason)
+        notify(self, reason or actions.dimmed_reason(name), severity="warning", timeout=4)
+        return True
+
     def _on_base_screen(self) -> bool:
         if len(self.screen_stack) <= 1:
             return True
