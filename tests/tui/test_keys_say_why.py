@@ -103,7 +103,7 @@ async def test_mothx_only_keys_on_a_captured_list_say_why(captured: Path) -> Non
             said = notices(app)[before:]
             assert len(said) == 1 and "works on mothx sessions only" in said[0], (action_id, said)
             assert said[0].startswith(spec.description) and "\n" not in said[0]
-            assert app.screen is screen and screen.source == "claude-code"
+            assert app.screen is screen and isinstance(screen, SessionsScreen) and screen.source == "claude-code"
 
 
 async def test_a_capture_made_while_the_app_is_open_shows_when_a_is_pressed(demo_dir: Path,
