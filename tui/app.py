@@ -99,6 +99,9 @@ BASE_SCREENS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 """Screens that ``back`` does not leave (module, class names)."""
 
+DETAIL_SCREENS = frozenset({"TranscriptScreen", "NativeTranscriptScreen"})
+"""Screens a section jump opens over (esc comes back to them) instead of leaving them."""
+
 FIRST_PAINT_HOLD_S = 0.3
 """The longest the first Sessions screen's mount awaits the opening (:meth:`SessionscopeApp.wait_opened`, an
 ``await``: the event loop, the app's messages and the worker run on), so that its first layout and frame have
@@ -463,7 +466,8 @@ class SessionscopeApp(App[object]):
         self.push_screen(TranscriptScreen(self.sd, session_id))
 
     def show_section_screen(self, screen_type: type[Screen[Any]]) -> None:
-        """Make a screen of ``screen_type`` current: pop back to it, or push a new one over the first screen."""
+        """Make a screen of ``screen_type`` current: pop back to it, or push a new one over the first screen (over
+        the current one when that is a transcript, :data:`DETAIL_SCREENS`: esc goes back to it)."""
         stack = self.screen_stack
         for index in range(len(stack) - 1, -1, -1):
             if isinstance(stack[index], screen_type):
@@ -473,9 +477,10 @@ class SessionscopeApp(App[object]):
         if self.sd is None:
             self.notify("No session directory is open.", severity="warning")
             return
-        while len(self.screen_stack) > 1:
-            self.pop_screen()
-        self.push_screen(screen_type())
+        if type(self.screen).__name__ not in DETAIL_SCREENS:
+            while len(self.screen_stack) > 1:
+                self.pop_screen()
+        self.push_screen(screen_type())  # over a transcript: esc goes back to it
 
     # --- actions ----------------------------------------------------------------------------------------------
 

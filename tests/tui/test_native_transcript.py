@@ -318,7 +318,7 @@ async def test_raw_view_shows_numbered_lines(captured: Path) -> None:
             await pilot.press("G")
             screen = await settle(pilot)
             assert visible(screen).splitlines()[-1][2:].split()[0] == "61"
-            await pilot.press("R")
+            await pilot.press("tab")
             screen = await settle(pilot)
             assert not screen.raw_mode
 

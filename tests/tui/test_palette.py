@@ -114,7 +114,7 @@ async def test_transcript_screen_palette(demo_dir: Path) -> None:
         assert type(screen).__name__ == "TranscriptScreen"
         await assert_offers_scopes(screen, {"app", "transcript", "transcript-view"})
         texts = await palette_texts(screen)
-        for literal in ("Raw  [R]", "Next turn  [n]", "Next marker  []]", "Copy  [y]", "Export  [e]", "Follow  [F]",
+        for literal in ("Raw  [tab]", "Runs  [R]", "Next turn  [n]", "Next marker  []]", "Copy  [y]", "Export  [e]", "Follow  [F]",
                         "First  [g]", "Last  [G]", "Back  [esc]"):
             assert literal in texts, f"{literal!r} not in {texts}"
         assert "Next turn  [n]" in await palette_texts(screen, "next turn")
@@ -130,7 +130,7 @@ async def test_runs_screen_palette(demo_dir: Path) -> None:
         assert type(screen).__name__ == "RunsScreen"
         await assert_offers_scopes(screen, {"app", "runs", "run-list", "run-timeline"})
         texts = await palette_texts(screen)
-        for literal in ("Recover  [x]", "Release lease  [L]", "Orphaned  [o]", "Transcript  [⏎]", "Top  [g]"):
+        for literal in ("Recover  [X]", "Release lease  [L]", "Orphaned  [o]", "Transcript  [⏎]", "Top  [g]"):
             assert literal in texts, f"{literal!r} not in {texts}"
 
 
@@ -159,7 +159,7 @@ async def test_checkpoints_screen_palette(demo_dir: Path) -> None:
         screen = app.screen
         await assert_offers_scopes(screen, {"app", "checkpoints", "checkpoint-list"})
         texts = await palette_texts(screen)
-        for literal in ("Verify  [v]", "Verify all  [V]", "Reset  [R]", "Repaired copy  [x]", "Open  [⏎]"):
+        for literal in ("Verify  [v]", "Verify all  [V]", "Reset  [^r]", "Repaired copy  [x]", "Open  [⏎]"):
             assert literal in texts, f"{literal!r} not in {texts}"
 
 
@@ -189,7 +189,7 @@ async def test_native_transcript_palette(real_fixtures: Path, tmp_path: Path) ->
         screen = app.screen
         texts = await palette_texts(screen)
         assert set(scope_targets(screen)) >= {"app", "native-transcript", "native-view"}
-        for literal in ("Raw  [R]", "Follow  [F]", "Copy  [y]", "Export  [e]", "First  [g]", "Last  [G]"):
+        for literal in ("Raw  [tab]", "Follow  [F]", "Copy  [y]", "Export  [e]", "First  [g]", "Last  [G]"):
             assert literal in texts, f"{literal!r} not in {texts}"
         offered = {c.action_id for c in action_commands(screen)}
         assert {actions.get(i).scope for i in offered if i} <= {"app", "native-transcript", "native-view"}
@@ -280,7 +280,7 @@ def test_action_ids_are_unique_and_keys_do_not_clash_in_a_scope() -> None:
         assert [k for k, n in keys.items() if n > 1] == [], f"{scope}: two actions share a key"
     for spec in actions.ACTIONS:
         assert spec.id.count(".") == 1 and spec.description and spec.tooltip, spec.id
-    assert len(actions.ACTIONS) == 91
+    assert len(actions.ACTIONS) == 92
 
 
 def test_sections_name_screens_that_exist() -> None:

@@ -386,6 +386,12 @@ class TranscriptScreen(Screen[None]):
 
     # --- actions ----------------------------------------------------------------------------------------------
 
+    def action_session_runs(self) -> None:
+        """Runs of this session, over this screen: esc comes back here."""
+        from tui.screens.runs import RunsScreen
+
+        self.app.push_screen(RunsScreen(session_id=self.session_id))
+
     def action_toggle_raw(self) -> None:
         self.raw_mode = not self.raw_mode
         self.transcript_view.display = not self.raw_mode
