@@ -125,6 +125,9 @@ async def test_n_and_p_jump_between_turns(demo_master: Path, demo_sessions: Demo
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             view = _screen(app).transcript_view
+            await pilot.press("n")  # the turn open at the first kept entry first (tests/tui/test_transcript_nav.py)
+            await settle(pilot)
+            assert view.cursor_item is not None and view.cursor_item.seq == plan.window_start_seq
             await pilot.press("n")
             await settle(pilot)
             assert view.anchor_item is not None

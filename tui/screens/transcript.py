@@ -33,7 +33,7 @@ from store.errors import StoreError
 from store.mothx import entries
 from store.mothx.entries import ReplayPlan
 from store.mothx.sessiondir import SessionDir
-from store.mothx.transcript_window import appended_turns, merge_turns
+from store.mothx.transcript_window import SECTION_BODY, SECTION_PREAMBLE, appended_turns, merge_turns
 from store.safetext import one_line, safe
 from tui import actions
 from tui.context import services
@@ -404,47 +404,65 @@ class TranscriptScreen(Screen[None]):
         self.call_after_refresh(self.active_view.focus)
         self._show_status()
 
-    def _turn_starts(self) -> list[int]:
+    def _turn_starts(self) -> list[tuple[int, int]]:
+        """Item keys of the turn starts ``n``/``p`` visit. In the replay, a turn that started before the first
+        kept entry (its ``turn_start`` is not shown) and is still open there is visited at that entry."""
         if self.facts is None:
             return []
+        starts = [seq for seq, kind, _ in self.facts.turns if kind == "turn_start"]
+        if self.raw_mode:
+            return [(SECTION_BODY, seq) for seq in starts]
+        start = self.facts.plan.window_start_seq
+        keys = [(SECTION_BODY, seq) for seq in starts if seq >= start]
+        earlier = [seq for seq in starts if seq < start]
+        if earlier:
+            ends = [seq for seq, kind, _ in self.facts.turns if kind == "turn_end" and earlier[-1] < seq < start]
+            if not ends:
+                keys.insert(0, (SECTION_BODY, start))
+        return keys
 
-        start = 0 if self.raw_mode else self.facts.plan.window_start_seq
-        return [seq for seq, kind, _ in self.facts.turns if kind == "turn_start" and seq >= start]
-
-    def _marker_seqs(self) -> list[int]:
+    def _marker_seqs(self) -> list[tuple[int, int]]:
+        """Item keys of the markers ``]``/``[`` visit: in the replay, the earlier compactions shown above the
+        window first (their head rows), then the compactions and overrides in it."""
         if self.facts is None:
             return []
         plan = self.facts.plan
-        seqs = {c.seq for c in plan.compactions if self.raw_mode or c.seq >= plan.window_start_seq}
-        seqs |= {ov.seq for ov in plan.overrides.values()}
-        return sorted(seqs)
+        if self.raw_mode:
+            seqs = {c.seq for c in plan.compactions} | {ov.seq for ov in plan.overrides.values()}
+            return sorted((SECTION_BODY, seq) for seq in seqs)
+        start = plan.window_start_seq
+        keys = {(SECTION_PREAMBLE, c.seq) for c in plan.compactions if c.seq < start}
+        keys |= {(SECTION_BODY, c.seq) for c in plan.compactions if c.seq >= start}
+        keys |= {(SECTION_BODY, max(ov.seq, start)) for ov in plan.overrides.values()}
+        return sorted(keys)
 
-    def _current_seq(self) -> int | None:
+    def _current_key(self) -> tuple[int, int] | None:
         view = self.active_view
         item = view.cursor_item or view.anchor_item
         if item is None:
             return None
-        return item.seq if item.key[0] == 2 else -1
+        return (item.key[0], item.key[1])
 
-    def _jump(self, seqs: list[int], forward: bool, what: str) -> None:
-        if not seqs:
+    def _jump(self, targets: list[tuple[int, int]], forward: bool, what: str) -> None:
+        if not targets:
             notify(self, f"This session has no {what}.", severity="warning", timeout=3)
             return
-        here = self._current_seq()
+        here = self._current_key()
         if here is None:
             return
         if forward:
-            i = bisect.bisect_right(seqs, here)
-            target = seqs[i] if i < len(seqs) else None
+            i = bisect.bisect_right(targets, here)
+            target = targets[i] if i < len(targets) else None
         else:
-            i = bisect.bisect_left(seqs, here)
-            if i > 0 and self.active_view.first_block_after(seqs[i - 1]) == (2, here):
+            i = bisect.bisect_left(targets, here)
+            if i > 0 and targets[i - 1][0] == SECTION_BODY and \
+                    self.active_view.first_block_after(targets[i - 1][1]) == here:
                 i -= 1  # the cursor already sits on this turn's first block: go to the turn before
-            target = seqs[i - 1] if i > 0 else None
+            target = targets[i - 1] if i > 0 else None
         if target is None:
             notify(self, f"No {'later' if forward else 'earlier'} {what}.", timeout=2)
             return
-        self.active_view.jump_to_seq(target)
+        self.active_view.jump_to_key(target)
 
     def _turns_ready(self) -> bool:
         if self.facts is not None and not self.facts.turns_loaded:

@@ -399,6 +399,20 @@ class WindowLayout(Widget):
                 return
         self._replace(JumpTarget("seq", seq))
 
+    def jump_to_key(self, key: tuple[int, int]) -> None:
+        """Put the item ``key`` (section, seq) at the top: a body key as :meth:`jump_to_seq`, a head item (an
+        earlier compaction, the summary) from the start of the source."""
+        section, seq = key
+        if section >= SECTION_BODY:
+            self.jump_to_seq(seq)
+            return
+        if self._items and self._lo is None:
+            i = bisect.bisect_left(self._keys, key)
+            if i < len(self._items):
+                self._go_to(i)
+                return
+        self._replace(JumpTarget("seq", seq, section))
+
     def _go_to(self, i: int) -> None:
         self._set_anchor(self._clamp((i, 0)))
         j = i
@@ -422,7 +436,7 @@ class WindowLayout(Widget):
             return
         i = 0
         if target.kind == "seq":
-            i = min(bisect.bisect_left(self._keys, (SECTION_BODY, target.seq)), len(self._items) - 1)
+            i = min(bisect.bisect_left(self._keys, (target.section, target.seq)), len(self._items) - 1)
         self._set_anchor(self._clamp((i, 0)))
         j = i
         while j < len(self._items) - 1 and self._items[j].is_rule:
