@@ -476,9 +476,11 @@ class NativeTranscriptScreen(Screen[None]):
                 parts.append(f"cursor line {p.item.line:,}")
             elif isinstance(p, ForkMark):
                 parts.append(f"cursor: fork at line {p.fork.parent_line:,}")
-        rank, total = view.position()
-        if total and view.items:
-            parts.append(f"{'line' if self.raw_mode else 'block'} {int(rank) + 1:,} of {total:,}")
+        blocks = [it.key for it in view.items if not it.is_rule]  # (every item is in memory: a native file)
+        cursor = view.cursor_item
+        if blocks and cursor is not None and cursor.key in blocks:
+            # the cursor's block among the blocks (rules between turns are not blocks), so G says "N of N"
+            parts.append(f"{'line' if self.raw_mode else 'block'} {blocks.index(cursor.key) + 1:,} of {len(blocks):,}")
         parts.append("follow on" if self.follow and self.disk_path is not None else "follow off")
         if self.new_count:
             parts.append(f"▼ {self.new_count:,} new — G to see them")

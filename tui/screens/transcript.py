@@ -157,6 +157,20 @@ def title_text(f: SessionFacts) -> Text:
     return t
 
 
+def position_text(noun: str, row: int, total: int, last: bool, *, estimated: bool = False) -> str:
+    """The cursor's place for a status line: ``entry row ~70 of 149 (46%)``; ``row 5,204 of 5,204 (100%)`` on
+    the last row only; ``entry row ~141 of 149 (end)`` on the last block when rows after it are not shown (the
+    replay counts entry rows, the header messages); ``row 1 of 12 (8%)`` on the first; a head item (above the
+    body) says so. ``estimated``: the row is interpolated between exact page ends (``~``; never on the first
+    row)."""
+    if row <= 0:
+        return f"above {noun} 1 of {total:,}"
+    approx = "~" if estimated and row > 1 and not (last and row == total) else ""
+    if last:  # the last block: 100% when it is the last row, else the rows after it are not shown here
+        return f"{noun} {approx}{row:,} of {total:,} ({'100%' if row == total else 'end'})"
+    return f"{noun} {approx}{row:,} of {total:,} ({min(99, int(100 * row / max(1, total)))}%)"
+
+
 class TranscriptScreen(Screen[None]):
     """One session: the replay as blocks (or every raw row), turn / marker jumps, copy and export."""
 
@@ -360,11 +374,9 @@ class TranscriptScreen(Screen[None]):
         item = view.cursor_item or view.anchor_item
         if item is not None:
             parts.append(f"cursor seq {item.seq:,}" if item.seq else "cursor: summary")
-        rank, total = view.position()
-        if total and view.items:
-            pct = 100 if view.at_end and self._shows_last(view) else int(100 * rank / max(1, total))
-            noun = "row" if self.raw_mode else "replay row"
-            parts.append(f"{noun} ~{int(rank):,} of {total:,} ({pct}%)")
+        where = view.cursor_position()
+        if where is not None:
+            parts.append(position_text("row" if self.raw_mode else "entry row", *where, estimated=not self.raw_mode))
         if view.fetching:
             parts.append("reading…")
         if not self.follow:
@@ -380,7 +392,7 @@ class TranscriptScreen(Screen[None]):
         self.query_one("#transcript-status", Static).update(Text(one_line("  ·  ".join(parts))))
 
     @staticmethod
-    def _shows_last(view: WindowedView) -> bool:
+    def _shows_last(view: WindowedView) -> bool:  # (kept for callers that ask whether the end is on screen)
         shown = view.visible_items()
         return bool(shown) and shown[-1].key == view.items[-1].key
 
