@@ -294,7 +294,7 @@ def test_reset_needs_confirmation_and_a_writable_dir(sdir: Path, real_fixtures: 
     state = sdir / "sessionscope" / "agent-state.db"
     code, out, _ = run(capsys, "--dir", str(sdir), "checkpoint", "reset", "codex", INTERRUPTED_ID, "--dry-run")
     assert code == 0
-    assert "1 files and 19 records stops being loadable" in out and "Dry run: nothing was changed." in out
+    assert "1 file and 19 records stops being loadable" in out and "Dry run: nothing was changed." in out
     assert head_kind() == "checkpoint"
     code, out, err = run(capsys, "--dir", str(sdir), "checkpoint", "reset", "codex", INTERRUPTED_ID)  # stdin is no tty
     assert code == 3 and "--yes" in err

@@ -241,7 +241,7 @@ def test_errors_and_times_are_safe_text() -> None:
 
     assert describe_error(StoreError("held by pid-4242-[/]\x1b[2J\u202e")) == "held by pid-4242-[/]␛[2J\\u202e"
     assert describe_error(ValueError("bad\x07\nvalue")) == "Unexpected ValueError: bad␇ value"
-    assert utc_minutes("\x1b]0;x\x07") == "␛]0;x␇"
+    assert utc_minutes("\x1b]0;x\x07") == "(unreadable)"
     assert utc_minutes("2026-03-01T23:30:00+02:00") == "2026-03-01 21:30"
 
 

@@ -31,7 +31,7 @@ from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from store.agents.native import NativeSession, NativeTranscript, SubAgentLink
 from store.agents.native_open import (
@@ -44,6 +44,7 @@ from store.agents.native_open import (
     subagent_file,
 )
 from store.safetext import one_line
+from store.words import cut
 from tui import actions
 from tui.formatting import describe_error, plural, tildify
 from tui.messages import ExportFinished
@@ -58,6 +59,7 @@ from tui.widgets.export_dialog import (
     write_export,
 )
 from tui.widgets.header import AppHeader
+from tui.widgets.keybar import KeyBar
 from tui.widgets.native_sources import (
     ForkMark,
     NativeBlockSource,
@@ -208,7 +210,7 @@ class NativeTranscriptScreen(Screen[None]):
         yield NativeBlocksView(id="transcript-view")
         yield NativeRawView(id="raw-view")
         yield Static(Text(""), id="transcript-status", markup=False)
-        yield Footer()
+        yield KeyBar()  # the one key bar of every screen (no separator glyph before the palette key)
 
     def on_mount(self) -> None:
         self.raw_view.display = False
@@ -532,7 +534,7 @@ class NativeTranscriptScreen(Screen[None]):
                        if isinstance(b.payload, ForkMark) and b.payload.fork.parent_uuid == fork.parent_uuid), 0)
         self.block_view.set_source(NativeBlockSource(self.blocks), JumpTarget("seq", target))
         branch = fork.branches[new]
-        notify(self, f"Branch {new + 1} of {len(fork.branches)}: {one_line(branch.preview)[:80]}", timeout=3)
+        notify(self, f"Branch {new + 1} of {len(fork.branches)}: {cut(one_line(branch.preview), 80)}", timeout=3)
         self._show_status()
 
     def _subagent_under_cursor(self) -> SubAgentLink | None:

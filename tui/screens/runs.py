@@ -31,7 +31,7 @@ from textual.timer import Timer
 
 from tui import actions
 from tui.context import services, store
-from tui.formatting import describe_error, one_line
+from tui.formatting import describe_error, one_line, plural
 from tui.live import LiveChanged
 from tui.messages import WorkerFailed
 from tui.safe import data_line, markup_escape, notify
@@ -150,7 +150,8 @@ class ToolPickDialog(ModalScreen[list[str] | None]):
             dangling = len(tools.dangling_calls)
             hint = "space toggles · p preview · esc cancel. Nothing is run again and no tool output is written."
             if dangling:
-                hint = f"{dangling} toolCall(s) have no result and no record: they are only reported. " + hint
+                hint = (f"{plural(dangling, 'toolCall')} {'has' if dangling == 1 else 'have'} no result and no record: "
+                        "they are only reported. " + hint)
             yield Static(hint, id="pick-hint", markup=False)
             with Horizontal(id="pick-buttons"):
                 yield Button("Cancel", id="pick-cancel")
@@ -564,7 +565,8 @@ class RunsScreen(Screen[None]):
             self._busy = False
             note = ""
             if tools.dangling_calls:
-                note = (f" {len(tools.dangling_calls)} toolCall(s) have no result but no record either: "
+                n = len(tools.dangling_calls)
+                note = (f" {plural(n, 'toolCall')} {'has' if n == 1 else 'have'} no result but no record either: "
                         "nothing can be written for them.")
             notify(self, f"Session {job.session_id} has no interrupted tool execution record.{note}",
                         title="Abandon tools", timeout=6)

@@ -88,6 +88,9 @@ class SessionsScreen(Screen[None]):
     ACTION_SCOPE: ClassVar[str] = "sessions"
     BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Sessions screen"
+    HELP_LEGEND: ClassVar[tuple[tuple[str, str, str], ...]] = (
+        ("*", "Pinned", "The session is pinned in mothx (session_metadata.pinned); the mark only shows it, nothing here pins."),
+    )
     AUTO_FOCUS = "SessionList"
 
     def __init__(self) -> None:

@@ -26,7 +26,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from store.agents.sessionlog import Cursor, FollowUpdate
 from store.errors import StoreError
@@ -37,7 +37,7 @@ from store.mothx.transcript_window import SECTION_BODY, SECTION_PREAMBLE, append
 from store.safetext import one_line, safe
 from tui import actions
 from tui.context import services
-from tui.formatting import describe_error, plural, tildify
+from tui.formatting import describe_error, plural, tildify, untitled_text
 from tui.live import LiveChanged
 from tui.messages import ExportFinished
 from tui.safe import notify
@@ -50,6 +50,7 @@ from tui.widgets.export_dialog import (
     write_export,
 )
 from tui.widgets.header import AppHeader
+from tui.widgets.keybar import KeyBar
 from tui.widgets.transcript_blocks import ViewItem, item_copy_text, raw_header
 from tui.widgets.transcript_view import (
     GUTTER,
@@ -125,7 +126,7 @@ def title_text(f: SessionFacts) -> Text:
     """The two title lines: who the session is, and what its replay holds."""
     plan = f.plan
     t = Text(no_wrap=True, overflow="ellipsis", end="")
-    t.append(one_line(f.title) or "(untitled)", Style(bold=True))
+    t.append(one_line(f.title) or untitled_text(f.message_count), Style(bold=True))
     t.append(f"  ·  {one_line(f.session_id)}", Style(dim=True))
     if f.cwd:
         t.append(f"  ·  {one_line(tildify(f.cwd))}")
@@ -211,7 +212,7 @@ class TranscriptScreen(Screen[None]):
         yield TranscriptView(id="transcript-view")
         yield RawEntriesView(id="raw-view")
         yield Static(Text(""), id="transcript-status", markup=False)
-        yield Footer()
+        yield KeyBar()  # the one key bar of every screen (no separator glyph before the palette key)
 
     def on_mount(self) -> None:
         self.query_one("#raw-view").display = False

@@ -65,14 +65,14 @@ class WelcomeScreen(Screen[None]):
         self.default_dir = default_dir
 
     def compose(self) -> ComposeResult:
-        yield AppHeader()
+        yield AppHeader(show_badge=False)  # nothing is open: no mode to show
         with Center():
             with Vertical(id="welcome-box"):
                 yield Static(data_line(f"No mothx session directory at {shown_path(self.default_dir)}"), id="welcome-title",
                              markup=False)
                 yield Static(
                     "Sessionscope browses and repairs the sessions.db of a mothx session directory. "
-                    "Point it at one with `sessionscope <dir>`, or open the demo directory to look around.",
+                    "Point it at one with `sessionscope --dir PATH`, or open the demo directory to look around.",
                     id="welcome-text",
                     markup=False,
                 )
@@ -106,7 +106,7 @@ class OpenFailedScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         where = shown_path(self.path) if self.path is not None else "the session directory"
-        yield AppHeader()
+        yield AppHeader(show_badge=False)  # nothing is open: no mode to show
         with Center():
             with Vertical(id="welcome-box"):
                 yield Static(data_line(f"Cannot open {where}"), id="welcome-title", markup=False)
