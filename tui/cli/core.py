@@ -301,8 +301,8 @@ def _mode(args: argparse.Namespace, *, default: OpenMode) -> OpenMode:
 
 
 def _session_dir(args: argparse.Namespace) -> Path | None:
-    """The directory (or database file) the command names: --demo, --dir, else the default one (None when it
-    has no database)."""
+    """The directory (or database file) the command names: --demo, --dir, else the default one; without a
+    database there, the store of captures (:func:`store.paths.captures_dir`) when it has one; else None."""
     if getattr(args, "demo", False):
         if getattr(args, "dir", None) is not None:
             raise UsageError("give either --dir or --demo, not both")
@@ -315,7 +315,12 @@ def _session_dir(args: argparse.Namespace) -> Path | None:
             raise StoreError(f"There is no sessions.db in {named}.")
         return named
     root = default_session_dir()
-    return root if sessions_db_path(root).is_file() else None
+    if sessions_db_path(root).is_file():
+        return root
+    from store.paths import captures_dir
+
+    captures = captures_dir()  # no mothx sessions here: the store of captures, when something was captured
+    return captures if sessions_db_path(captures).is_file() else None
 
 
 def open_location(args: argparse.Namespace, mode: OpenMode) -> SessionDir:

@@ -10,6 +10,7 @@ from textual.containers import Center, Vertical
 from textual.screen import Screen
 from textual.widgets import Static
 
+from store.paths import captures_dir
 from tui import actions
 from tui.context import services
 from tui.formatting import shown_path
@@ -72,7 +73,9 @@ class WelcomeScreen(Screen[None]):
                              markup=False)
                 yield Static(
                     "Sessionscope browses and repairs the sessions.db of a mothx session directory. "
-                    "Point it at one with `sessionscope --dir PATH`, or open the demo directory to look around.",
+                    "Point it at one with `sessionscope --dir PATH`, or open the demo directory to look around. "
+                    f"Captured Claude Code and Codex sessions (`sessionscope capture claude-code`) go to "
+                    f"{shown_path(captures_dir())} until a mothx session directory exists: `sessionscope` then opens them.",
                     id="welcome-text",
                     markup=False,
                 )
