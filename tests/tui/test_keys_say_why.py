@@ -158,3 +158,19 @@ async def test_the_captured_list_filter_is_on_content(captured: Path) -> None:  
         await pilot.press("slash", *"bash", "enter")
         await settle_sessions(pilot)
         assert [r.agent_session_id for r in agent_list.rows] == [r.agent_session_id for r in calling]
+
+
+async def test_clicking_a_dimmed_repair_on_the_key_bar_says_why(demo_dir: Path) -> None:
+    from tui.screens.runs import RunsScreen
+
+    app = SessionscopeApp(demo_dir, OpenMode.READ_ONLY)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await app.push_screen(RunsScreen())
+        await settle_runs(pilot)
+        bar = app.screen.query_one(KeyBar)
+        x = bar.render().plain.index("Recover")
+        before = len(notices(app))
+        await pilot.click(KeyBar, offset=(x, 0))
+        await pilot.pause()
+        assert notices(app)[before:] == ["Read-only (--read-only): recover is a repair and cannot run here."]
