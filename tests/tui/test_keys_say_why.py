@@ -137,6 +137,11 @@ def test_the_first_prompt_column_never_shows_an_assistant_line() -> None:
                          "timestamp": "2026-01-01T00:00:00Z",
                          "message": {"role": "assistant", "content": [{"type": "text", "text": "I am the assistant"}]}})]
     assert first_prompt("claude-code", lines) == ("", "")
+    from store.agents.native_catalog import AgentSessionSummary
+    from tui.widgets.native_session_list import title_cell
+
+    row = AgentSessionSummary("claude-code", "s", "", "", "/w", 1, 1, "", "s.jsonl", "/r", True)
+    assert title_cell(row) == "(no prompt)", "not '(no messages)': the agent's own lines are messages"
 
 
 async def test_the_captured_list_filter_is_on_content(captured: Path) -> None:  # noqa: F811

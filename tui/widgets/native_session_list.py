@@ -36,10 +36,14 @@ END_KEY: tuple[float, str] = (float("-inf"), "")
 
 
 
+NO_PROMPT = "(no prompt)"
+"""A captured session whose first records hold no text a user typed (only the agent's own, or tool output)."""
+
+
 def title_cell(row: AgentSessionSummary) -> str:
     if not row.openable:
         return f"⚠ {one_line(row.problem)}"
-    return row.title or row.preview or "(no messages)"
+    return row.title or row.preview or NO_PROMPT
 
 
 def title_style(row: AgentSessionSummary) -> str | None:
