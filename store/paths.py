@@ -184,3 +184,14 @@ def data_dir(environ: Environ | None = None) -> Path:
 
 def default_demo_dir(environ: Environ | None = None) -> Path:
     return cache_dir(environ) / "demo" / "sessions"
+
+
+CAPTURES_DIR = "captures"
+
+
+def captures_dir(environ: Environ | None = None) -> Path:
+    """Where captured agent sessions go when no ``--dir`` is given and no mothx session directory exists at the
+    default place: a session directory of Sessionscope's own, ``<user data dir>/captures``
+    (``~/.local/share/sessionscope/captures``). A capture never creates ``~/.mothx/sessions`` (that folder is
+    the mothx runtime's)."""
+    return data_dir(environ) / CAPTURES_DIR

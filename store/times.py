@@ -131,3 +131,16 @@ def duration(seconds: int) -> str:
     if s < 2 * 365 * 86400:
         return f"{s // 86400:,} d"
     return f"{s // (365 * 86400):,} y"
+
+
+FAR_FUTURE_S = 10 * 365 * 86400
+"""A span longer than this (ten years) is no countdown a user can use: it is said as "far in the future"."""
+
+
+def time_left(seconds: int, at_unix: object = None) -> str:
+    """``in 9 s``, ``in 3 h`` (:func:`duration`); a span past :data:`FAR_FUTURE_S` (no countdown anyone can use):
+    its date when ``at_unix`` (the moment, Unix seconds) is given, ``on 2100-01-01``, else ``far in the future``."""
+    if int(seconds) > FAR_FUTURE_S:
+        date = from_unix(at_unix, "%Y-%m-%d") if at_unix is not None else ""
+        return f"on {date}" if date and date[:1].isdigit() else "far in the future"
+    return f"in {duration(seconds)}"

@@ -286,7 +286,7 @@ def test_when_formats_rfc3339_in_utc(monkeypatch: pytest.MonkeyPatch) -> None:
         assert cli.when("2026-11-20T12:00:00.123456789Z") == "2026-11-20 12:00"
         assert cli.when("2026-11-20T14:30:00+02:00") == "2026-11-20 12:30"
         assert cli.when("") == "-"
-        assert cli.when("yesterday") == "yesterday"
+        assert cli.when("yesterday") == "unreadable (yesterday)"  # a stored text that is no time
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()

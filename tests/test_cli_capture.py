@@ -180,15 +180,39 @@ def test_capture_in_a_read_mode_is_refused(sdir: Path, real_fixtures: Path, flag
     assert tree_digest(sdir) == before
 
 
-def test_capture_creates_a_missing_default_directory(real_fixtures: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_capture_without_dir_goes_to_a_store_of_its_own(real_fixtures: Path, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No --dir and no mothx session directory: the captures go to <user data dir>/sessionscope/captures, and
+    ~/.mothx/sessions is never created (issue 9, item 9); the read commands and the app find them there."""
+    from store.paths import captures_dir
+
     home = Path.home()  # the hermetic HOME of tests/conftest.py
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
     code, out, err = run(capsys, "capture", "codex", str(real_fixtures / "codex" / "sessions"), "--json")
     assert code == 0, err
-    assert "created a new session directory" in err
-    assert (home / ".mothx" / "sessions" / "sessions.db").is_file()
+    assert not (home / ".mothx").exists(), "a capture never creates the mothx session directory"
+    store = home / ".local" / "share" / "sessionscope" / "captures"
+    assert captures_dir() == store and (store / "sessions.db").is_file()
+    assert "created the store for captured sessions at ~/.local/share/sessionscope/captures" in err
     assert len(by_id(json.loads(out))) == 3
     code, out, _ = run(capsys, "checkpoints", "--json")
     assert code == 0 and len(json.loads(out)) == 3
+    assert cli._session_dir(cli.build_parser().parse_args([])) == store, "sessionscope opens the store of captures"
+
+
+def test_capture_without_dir_goes_beside_existing_mothx_sessions(real_fixtures: Path,
+                                                                 capsys: pytest.CaptureFixture[str],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    home = Path.home()
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    mothx = home / ".mothx" / "sessions"
+    mothx.mkdir(parents=True)
+    with open_session_dir(mothx, OpenMode.READ_WRITE, create=True):
+        pass
+    code, _, err = run(capsys, "capture", "codex", str(real_fixtures / "codex" / "sessions"))
+    assert code == 0, err
+    assert (mothx / "sessionscope" / "agent-state.db").is_file(), "beside the mothx sessions the app shows"
+    assert not (home / ".local" / "share" / "sessionscope" / "captures").exists()
 
 
 def test_capture_root_is_stored_without_dot_dot(sdir: Path, real_fixtures: Path,
@@ -294,7 +318,7 @@ def test_reset_needs_confirmation_and_a_writable_dir(sdir: Path, real_fixtures: 
     state = sdir / "sessionscope" / "agent-state.db"
     code, out, _ = run(capsys, "--dir", str(sdir), "checkpoint", "reset", "codex", INTERRUPTED_ID, "--dry-run")
     assert code == 0
-    assert "1 files and 19 records stops being loadable" in out and "Dry run: nothing was changed." in out
+    assert "1 file and 19 records stops being loadable" in out and "Dry run: nothing was changed." in out
     assert head_kind() == "checkpoint"
     code, out, err = run(capsys, "--dir", str(sdir), "checkpoint", "reset", "codex", INTERRUPTED_ID)  # stdin is no tty
     assert code == 3 and "--yes" in err

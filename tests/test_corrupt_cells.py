@@ -103,7 +103,7 @@ async def _check_screens(folder: Path) -> None:
     app = SessionscopeApp(folder, OpenMode.READ_ONLY, clock=lambda: T0 + 100)
     async with app.run_test(size=(140, 40)) as pilot:
         await settle(pilot)
-        for keys in (["j"], ["enter"], ["tab"], ["G"], ["escape"], ["R"], ["j"], ["x"], ["escape"], ["escape"]):
+        for keys in (["j"], ["enter"], ["tab"], ["G"], ["escape"], ["R"], ["j"], ["X"], ["escape"], ["escape"]):
             await pilot.press(*keys)
             await pilot.pause(0.05)
             assert_clean(app, f"after {keys}")

@@ -13,8 +13,10 @@ scope and offers their actions. The scopes and their titles are :data:`SCOPES`; 
 screen, and nothing registers itself on import).
 
 Actions that write (repairs) carry ``writes=True``: in the two read modes :func:`check_write` makes
-``check_action()`` return ``None``, so the key is shown dimmed and does nothing. The store refuses the write again
-on its own (``SessionDir.require_writable``); the keys are only the first fence.
+``check_action()`` return ``None``, so the key is shown dimmed and does not run; pressed, it says why in one line
+(:func:`write_refusal`, shown by the app for every dimmed key: a node may name its own reason with a method
+``why_disabled(action) -> str``). The store refuses the write again on its own
+(``SessionDir.require_writable``); the keys are only the first fence.
 
 This module imports nothing from Textual but :class:`textual.binding.Binding` (cheap) and nothing of the app,
 so the keymap and the registry can be read and tested without starting an app.
@@ -98,6 +100,9 @@ class ActionSpec:
 # --- the actions -----------------------------------------------------------------------------------------------
 
 # The confirm dialog: an action that opens it must use another key than confirm.apply (see tui.widgets.confirm).
+# Keys of writes (writes=True): never a key pressed by habit (a lowercase letter, r/R, enter, space, tab, esc),
+# and no other action of any screen uses them (tests/tui/test_key_meanings.py holds the rule). One meaning per
+# key across screens where possible: R is Runs (Sessions, Transcript), tab is Raw (both transcripts).
 ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec('app.help', 'help', 'question_mark,f1', 'Help', 'Show the keys of the focused widget, this screen and the app.', 'app'),
     ActionSpec('app.palette', 'command_palette', 'ctrl+p', 'Palette', 'Open the command palette: every action, themes, open a session.', 'app', show=False, priority=True, palette=False),
@@ -133,7 +138,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec('transcript-view.page-up', 'page(-1)', 'b,pageup', 'Page up', 'Scroll up one screen.', 'transcript-view', show=False, palette=False),
     ActionSpec('transcript-view.first', 'first', 'g,home', 'First', 'Jump to the first entry.', 'transcript-view'),
     ActionSpec('transcript-view.last', 'last', 'G,end', 'Last', 'Jump to the last entry.', 'transcript-view'),
-    ActionSpec('transcript.raw', 'toggle_raw', 'R,tab', 'Raw', 'Switch between the replay and every raw entry row.', 'transcript', key_display='R'),
+    ActionSpec('transcript.raw', 'toggle_raw', 'tab', 'Raw', 'Switch between the replay and every raw entry row.', 'transcript', key_display='tab'),
+    ActionSpec('transcript.runs', 'session_runs', 'R', 'Runs', 'Show the runs, leases and recovery records of this session (esc comes back here).', 'transcript'),
     ActionSpec('transcript.next-turn', 'next_turn', 'n', 'Next turn', 'Jump to the next turn start.', 'transcript'),
     ActionSpec('transcript.prev-turn', 'prev_turn', 'p', 'Prev turn', 'Jump to the previous turn start.', 'transcript'),
     ActionSpec('transcript.next-marker', 'next_marker', 'right_square_bracket', 'Next marker', 'Jump to the next compaction or override.', 'transcript', show=False, key_display=']'),
@@ -151,7 +157,7 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec('native-view.last', 'last', 'G,end', 'Last', 'Jump to the last record.', 'native-view'),
     ActionSpec('native-transcript.branch', 'switch_branch', 'b', 'Branch', 'Show the next branch of the rewind nearest the cursor.', 'native-transcript'),
     ActionSpec('native-transcript.open', 'open_subagent', 'enter', 'Sub-agent', 'Open the sub-agent transcript of the Task call under the cursor.', 'native-transcript'),
-    ActionSpec('native-transcript.raw', 'toggle_raw', 'R,tab', 'Raw', "Switch between the records as blocks and the file's numbered lines.", 'native-transcript', key_display='R'),
+    ActionSpec('native-transcript.raw', 'toggle_raw', 'tab', 'Raw', "Switch between the records as blocks and the file's numbered lines.", 'native-transcript', key_display='tab'),
     ActionSpec('native-transcript.next-marker', 'next_marker', 'right_square_bracket', 'Next marker', 'Jump to the next fork, compaction, summary, unreadable line or interrupted call.', 'native-transcript', show=False, key_display=']'),
     ActionSpec('native-transcript.prev-marker', 'prev_marker', 'left_square_bracket', 'Prev marker', 'Jump to the previous fork, compaction, summary, unreadable line or interrupted call.', 'native-transcript', show=False, key_display='['),
     ActionSpec('native-transcript.follow', 'toggle_follow', 'F', 'Follow', "Follow the agent's file: records it appends show up (on by default).", 'native-transcript'),
@@ -166,7 +172,7 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec('checkpoint-list.open', 'open', 'enter', 'Open', 'Read the checkpoint under the cursor as a transcript.', 'checkpoint-list'),
     ActionSpec('checkpoints.verify', 'verify', 'v', 'Verify', 'Compare the selected checkpoint with its files on disk now (writes nothing).', 'checkpoints'),
     ActionSpec('checkpoints.verify-all', 'verify_all', 'V', 'Verify all', 'Compare every listed checkpoint with its files on disk now (writes nothing).', 'checkpoints'),
-    ActionSpec('checkpoints.reset', 'reset', 'R', 'Reset', 'Publish a reset for the selected checkpoint after a preview: the next capture stores its files afresh.', 'checkpoints', writes=True),
+    ActionSpec('checkpoints.reset', 'reset', 'ctrl+r', 'Reset', 'Publish a reset for the selected checkpoint after a preview: the next capture stores its files afresh.', 'checkpoints', writes=True),
     ActionSpec('checkpoints.refresh', 'refresh', 'r', 'Refresh', 'Re-read the checkpoints, keeping the cursor and the proofs.', 'checkpoints'),
     ActionSpec('checkpoints.export-repaired', 'export_repaired', 'x', 'Repaired copy', "Write a new copy of the selected session's transcript with every interrupted call closed by a synthetic 'interrupted' result (the original is never modified).", 'checkpoints'),
     ActionSpec('runs-list.down', 'cursor_down', 'j,down', 'Down', 'Move the cursor down one run.', 'run-list', show=False, palette=False),
@@ -180,8 +186,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec('timeline.up', 'scroll_up', 'k,up', 'Up', 'Scroll the timeline up.', 'run-timeline', show=False, palette=False),
     ActionSpec('timeline.top', 'scroll_home', 'g,home', 'Top', 'Go to the first event.', 'run-timeline', show=False),
     ActionSpec('timeline.bottom', 'scroll_end', 'G,end', 'Bottom', 'Go to the last event read.', 'run-timeline', show=False),
-    ActionSpec('runs.recover', 'recover_run', 'x', 'Recover', 'Recover the orphaned run under the cursor as the runtime would, after a preview.', 'runs', writes=True),
-    ActionSpec('runs.abandon-tools', 'abandon_tools', 't', 'Abandon tools', "Pick interrupted tool calls of the run's session and mark them abandoned; nothing is run again.", 'runs', writes=True),
+    ActionSpec('runs.recover', 'recover_run', 'X', 'Recover', 'Recover the orphaned run under the cursor as the runtime would, after a preview.', 'runs', writes=True),
+    ActionSpec('runs.abandon-tools', 'abandon_tools', 'T', 'Abandon tools', "Pick interrupted tool calls of the run's session and mark them abandoned; nothing is run again.", 'runs', writes=True),
     ActionSpec('runs.release-lease', 'release_lease', 'L', 'Release lease', 'Release the expired lease of the session under the cursor, after a preview.', 'runs', writes=True),
     ActionSpec('runs.orphaned', 'toggle_orphaned', 'o', 'Orphaned', 'Show only orphaned runs and failed recoveries, or every run again.', 'runs'),
     ActionSpec('runs.scope', 'toggle_scope', 'a', 'All/one', "Switch between every session's runs and the runs of the session under the cursor.", 'runs'),
@@ -284,6 +290,28 @@ def check_write(action: str, writable: bool) -> bool | None:
     if not writable and is_write_action(action):
         return None
     return True
+
+
+READ_MODE_WORDS = {"read-only": ("Read-only", "--read-only"), "snapshot": ("Snapshot", "--snapshot")}
+"""How the one-line refusal names a read mode: its word and the option that chose it."""
+
+
+def write_refusal(action: str, mode: str, reason: str = "") -> str:
+    """The one line a dimmed repair key says when pressed: why it cannot run here.
+
+    ``mode`` is the open mode's value (``read-only``, ``snapshot``, ``read-write``); ``reason`` says why a
+    directory opened read-write still takes no writes (an older schema)."""
+    spec = spec_for_action(action)
+    name = spec.description.lower() if spec is not None else _bare(action).replace("_", " ")
+    word, option = READ_MODE_WORDS.get(mode, ("Read-only", reason or "writes are not allowed"))
+    return f"{word} ({option}): {name} is a repair and cannot run here."
+
+
+def dimmed_reason(action: str) -> str:
+    """A fallback line for a dimmed key whose node gives no reason of its own."""
+    spec = spec_for_action(action)
+    name = spec.description if spec is not None else _bare(action).replace("_", " ")
+    return f"{name} cannot act here."
 
 
 # --- the user keymap -------------------------------------------------------------------------------------------

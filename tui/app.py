@@ -98,6 +98,9 @@ BASE_SCREENS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 """Screens that ``back`` does not leave (module, class names)."""
 
+DETAIL_SCREENS = frozenset({"TranscriptScreen", "NativeTranscriptScreen"})
+"""Screens a section jump opens over (esc comes back to them) instead of leaving them."""
+
 FIRST_PAINT_HOLD_S = 0.3
 """The longest the first Sessions screen's mount awaits the opening (:meth:`SessionscopeApp.wait_opened`, an
 ``await``: the event loop, the app's messages and the worker run on), so that its first layout and frame have
@@ -376,7 +379,8 @@ class SessionscopeApp(BackgroundWork, App[object]):
         self.push_screen(TranscriptScreen(self.sd, session_id))
 
     def show_section_screen(self, screen_type: type[Screen[Any]]) -> None:
-        """Make a screen of ``screen_type`` current: pop back to it, or push a new one over the first screen."""
+        """Make a screen of ``screen_type`` current: pop back to it, or push a new one over the first screen (over
+        the current one when that is a transcript, :data:`DETAIL_SCREENS`: esc goes back to it)."""
         stack = self.screen_stack
         for index in range(len(stack) - 1, -1, -1):
             if isinstance(stack[index], screen_type):
@@ -386,9 +390,10 @@ class SessionscopeApp(BackgroundWork, App[object]):
         if self.sd is None:
             self.notify("No session directory is open.", severity="warning")
             return
-        while len(self.screen_stack) > 1:
-            self.pop_screen()
-        self.push_screen(screen_type())
+        if type(self.screen).__name__ not in DETAIL_SCREENS:
+            while len(self.screen_stack) > 1:
+                self.pop_screen()
+        self.push_screen(screen_type())  # over a transcript: esc goes back to it
 
     # --- actions ----------------------------------------------------------------------------------------------
 
@@ -397,6 +402,37 @@ class SessionscopeApp(BackgroundWork, App[object]):
             return False  # nothing to go back to: hidden from the key bar and the palette
         sd = self.sd
         return actions.check_write(action, sd is not None and sd.writable)
+
+    async def run_action(self, action: Any, default_namespace: Any = None, namespaces: Any = None) -> bool:
+        """:meth:`App.run_action`; a key whose action is dimmed (``check_action`` is None) says why in one line
+        instead of nothing (see :func:`say_why_dimmed`)."""
+        if await super().run_action(action, default_namespace, namespaces):
+            return True
+        return self.say_why_dimmed(action, default_namespace, namespaces)
+
+    def say_why_dimmed(self, action: Any, default_namespace: Any = None, namespaces: Any = None) -> bool:
+        """When ``action`` is dimmed on its node: notify the node's reason (its ``why_disabled(action)``, else
+        the read mode's refusal of a repair, else a generic line) and return True (the key was answered)."""
+        from textual.actions import parse
+
+        try:
+            destination, name, params = action if isinstance(action, tuple) else parse(action)
+        except Exception:  # noqa: BLE001 - a malformed action string is Textual's to report
+            return False
+        target = (namespaces or {}).get(destination) if destination else None
+        if target is None:
+            target = {"app": self, "screen": self.screen, "focused": self.focused}.get(destination) \
+                if destination else (default_namespace or self)
+        if target is None or target.check_action(name, params) is not None:
+            return False  # enabled (it ran) or hidden (False): nothing to explain
+        why = getattr(target, "why_disabled", None)
+        reason = why(name) if callable(why) else ""
+        if not reason and actions.is_write_action(name):
+            sd = self.sd
+            reason = actions.write_refusal(name, self.mode.value if sd is None else sd.mode.value,
+                                           "" if sd is None else sd.read_only_reason)
+        notify(self, reason or actions.dimmed_reason(name), severity="warning", timeout=4)
+        return True
 
     def _on_base_screen(self) -> bool:
         if len(self.screen_stack) <= 1:

@@ -40,16 +40,20 @@ def shown_path(path: str | os.PathLike[str] | None) -> str:
     return one_line(tildify(path))
 
 
+UNREADABLE_TIME = "(unreadable)"
+"""A stored time that is no RFC 3339 time (``not-a-time``): never shown as if it were one."""
+
+
 def utc_minutes(stamp: str | None) -> str:
-    """An RFC 3339 text time as ``YYYY-MM-DD HH:MM`` in UTC; ``""`` when empty; the text itself (made safe,
-    cut to 16 characters) when it does not parse.
+    """An RFC 3339 text time as ``YYYY-MM-DD HH:MM`` in UTC; ``""`` when empty; :data:`UNREADABLE_TIME` when it
+    does not parse (the stored text is not a time: showing it in a time column reads as one).
 
     Never relative ("3 minutes ago"): the same database always shows the same text.
     """
     if not stamp:
         return ""
     if times.parse_rfc3339(stamp) is None:
-        return one_line(stamp[:16])
+        return UNREADABLE_TIME
     return times.show(stamp, times.MINUTES)
 
 
@@ -80,3 +84,15 @@ def describe_error(exc: BaseException) -> str:
 def plural(n: int, word: str, many: str | None = None) -> str:
     """``1 record``, ``2,048 records`` (``many`` for irregular plurals)."""
     return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+NO_MESSAGES = "(no messages)"
+"""The one word for a session with neither a title nor any message text: the lists, the transcript's header
+and the CLI all say it."""
+UNTITLED = "(untitled)"
+"""A session with messages but no title, where no message text is shown instead (the transcript's header)."""
+
+
+def untitled_text(message_count: int | None) -> str:
+    """What stands for a missing title: :data:`NO_MESSAGES` when the session has none, else :data:`UNTITLED`."""
+    return NO_MESSAGES if message_count == 0 else UNTITLED

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 from store.mothx.db import OpenMode
+from store.words import cut
 from tui.formatting import describe_error
 from tui.lifecycle import Interrupts
 
@@ -76,7 +77,7 @@ def integrity_line(report: str) -> str:
     if not problems:
         return "integrity FAILED"
     more = f" (+{len(problems) - 1:,} more)" if len(problems) > 1 else ""
-    first = problems[0] if len(problems[0]) <= INTEGRITY_PROBLEM_CHARS else problems[0][: INTEGRITY_PROBLEM_CHARS - 1] + "…"
+    first = cut(problems[0], INTEGRITY_PROBLEM_CHARS)  # at a word boundary
     return f"integrity FAILED: {first}{more}"
 
 

@@ -38,6 +38,7 @@ from store.errors import (
 )
 from store.mothx.sessiondir import SessionDir
 from store.safetext import one_line
+from store.words import plural
 
 _TRIM = b" \t\r\n"
 
@@ -129,12 +130,16 @@ def verify(sd: SessionDir, agent: str, agent_session_id: str) -> VerifyResult:
                     if disk.error:
                         status, detail, disk_count = DIVERGENT, f"{shown} {disk.error}", -1
                     elif got is None:
-                        status, detail = DIVERGENT, f"{shown} on disk ends after {disk_count} records"
+                        status, detail = DIVERGENT, f"{shown} on disk ends after {plural(disk_count, 'record')}"
                     else:
                         disk_count += 1
                         if got[1] != str(rec.content).encode("utf-8", "surrogatepass"):
                             status, detail = DIVERGENT, f"{shown} line {got[0]} differs from the checkpoint"
                 rec = read()
+            if status == DIVERGENT and disk_count > 0:  # a line differs: still say how many lines the file has
+                rest = disk.count_rest()
+                if not disk.error:
+                    disk_count += rest
             if status == VERIFIED:
                 extra = disk.count_rest()
                 if disk.error:
@@ -143,7 +148,7 @@ def verify(sd: SessionDir, agent: str, agent_session_id: str) -> VerifyResult:
                     disk_count += extra
                     new_records += extra
                     if extra:
-                        detail = f"{shown} has {extra} records not captured yet"
+                        detail = f"{shown} has {plural(extra, 'record')} not captured yet"
             checks.append(FileVerification(shape.path, status, shape.records, shape.digest, disk_count, detail))
             if detail:
                 details.append(detail + ".")

@@ -55,6 +55,7 @@ from store.errors import StoreError
 from store.mothx.db import Database
 from store.mothx.sessiondir import SessionDir
 from store.safetext import one_line
+from store.words import plural
 
 
 class PagedReader:
@@ -424,7 +425,7 @@ def preview_reset(sd: SessionDir, agent_id: str, agent_session_id: str) -> Reset
     if head_obj is not None and head_obj.kind == KIND_RESET:
         return ResetPreview(agent_id, agent_session_id, head_obj, 0, 0, False, "The head is already a reset.")
     if files:
-        text = (f"The head becomes a reset: the checkpoint of {files} files and {records} records stops being "
+        text = (f"The head becomes a reset: the checkpoint of {plural(files, 'file')} and {plural(records, 'record')} stops being "
                 "loadable, and the next capture stores the files on disk afresh.")
     else:
         text = "The head becomes a reset; the next capture stores the files on disk afresh."

@@ -23,7 +23,6 @@ from store.agents.checkpoint_read import INFO_COLUMNS, INFO_FROM, INFO_NAMES, IN
 from store.agents.native import (
     AGENT_CLAUDE_CODE,
     AGENT_CODEX,
-    K_ASSISTANT,
     K_SUMMARY,
     K_USER,
     parse_claude_code,
@@ -82,10 +81,11 @@ def agent_session_counts(sd: SessionDir) -> dict[str, int]:
 
 def first_prompt(agent: str, lines: list[str]) -> tuple[str, str]:
     """``(prompt, preview)``: the first prompt a user typed among the first records of a transcript, and the
-    first text of any message (either "" when there is none)."""
+    first text of a user message or a summary (either "" when there is none; an assistant's text is neither)."""
     t = parse_codex(lines) if agent == AGENT_CODEX else parse_claude_code(lines)
     typed = typed_prompt(t)
-    preview = next((i.text for i in t.items if i.kind in (K_USER, K_ASSISTANT, K_SUMMARY) and i.text.strip()), "")
+    # the FIRST PROMPT column shows it when no typed prompt was found: never an assistant's line
+    preview = next((i.text for i in t.items if i.kind in (K_USER, K_SUMMARY) and i.text.strip()), "")
     return typed, preview
 
 
@@ -141,6 +141,13 @@ _TIMESTAMP_OK = (
     "coalesce(json_type(l.content, '$.timestamp') = 'text' AND trim(json_extract(l.content, '$.timestamp')) <> '', 0) "
     "ELSE 0 END ELSE 0 END"
 )
+
+
+_NEEDLE_SQL = (
+    "(instr(lower(asid), ?) > 0 OR EXISTS (SELECT 1 FROM agent_state_lines l WHERE l.session_id = sid "
+    "AND typeof(l.content) = 'text' AND instr(lower(l.content), ?) > 0))"
+)
+"""A page's filter on content: the agent session id or any stored record of the session holds the needle."""
 
 
 def _page_sql(direction: str, where: str) -> str:
@@ -214,19 +221,25 @@ def read_agent_session_page(
     after: AgentSessionKey | None = None,
     before: AgentSessionKey | None = None,
     limit: int = AGENT_SESSION_PAGE_ROWS,
+    needle: str = "",
 ) -> AgentSessionPage:
     """:func:`agent_session_page` on an open read connection whose checkpoint tables exist: ONE query."""
     if after is not None and before is not None:
         raise ValueError("A page of captured sessions is read after a key or before one, not both.")
     limit = max(1, int(limit))
     params: list[object] = [agent]
-    where = ""
+    conditions: list[str] = []
     if after is not None:  # the list runs newest first: "after" is older
-        where = " WHERE (sort_at, asid) < (?, ?)"
+        conditions.append("(sort_at, asid) < (?, ?)")
         params.extend(after)
     elif before is not None:
-        where = " WHERE (sort_at, asid) > (?, ?)"
+        conditions.append("(sort_at, asid) > (?, ?)")
         params.extend(before)
+    needle = needle.strip().lower()
+    if needle:
+        conditions.append(_NEEDLE_SQL)
+        params.extend([needle, needle])
+    where = (" WHERE " + " AND ".join(conditions)) if conditions else ""
     direction = "ASC" if before is not None else "DESC"
     params.append(limit + 1)
     heads: list[tuple[Any, ...]] = []
@@ -252,17 +265,20 @@ def agent_session_page(
     after: AgentSessionKey | None = None,
     before: AgentSessionKey | None = None,
     limit: int = AGENT_SESSION_PAGE_ROWS,
+    needle: str = "",
 ) -> AgentSessionPage:
     """A page of the captured sessions of ``agent`` (most recent last record first) read by keyset in one
     query: the first ``limit`` rows, the rows after the key ``after`` or the rows just before the key
-    ``before`` (still in list order). Empty without a checkpoint file or its tables."""
+    ``before`` (still in list order). With a ``needle``, only the sessions whose id or any stored record of
+    any of their files contains it (case-insensitive for ASCII letters): a filter on content, as the mothx
+    list's. Empty without a checkpoint file or its tables."""
     with agentstate.state_db(sd) as db:
         if db is None:
             return AgentSessionPage((), (), False)
         with db.read() as conn:
             if not has_tables(conn):
                 return AgentSessionPage((), (), False)
-            return read_agent_session_page(conn, agent, after=after, before=before, limit=limit)
+            return read_agent_session_page(conn, agent, after=after, before=before, limit=limit, needle=needle)
 
 
 def list_agent_sessions(sd: SessionDir, agent: str) -> list[AgentSessionSummary]:

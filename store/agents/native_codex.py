@@ -226,7 +226,7 @@ def _codex_item(index: int, p: ParsedLine, turn_id: str) -> NativeItem:
             info = dict_of(payload.get("info"))
             total = dict_of(info.get("total_token_usage"))
             tokens = int_of(total.get("total_tokens"))
-            text = f"Tokens: {tokens}" if tokens is not None else "Rate limits"
+            text = f"Tokens: {tokens:,}" if tokens is not None else "Rate limits"
             return NativeItem(index, line, K_TOKEN_COUNT, text=text, tokens=tokens, subtype=etype, **common)
         mirror = etype in ("user_message", "agent_message", "agent_reasoning", "agent_reasoning_raw_content")
         text = text_of(payload.get("message")) or text_of(payload.get("text"))

@@ -42,6 +42,7 @@ from store.agents.native import (
 )
 from store.exports import default_name, write_file
 from store.safetext import json_dumps, one_line, safe
+from store.words import plural
 
 ExportFormat = Literal["markdown", "json"]
 EXTENSIONS: dict[str, str] = {"markdown": ".md", "json": ".json"}
@@ -83,7 +84,7 @@ def native_markdown(t: NativeTranscript, selection: Mapping[str, int] | None = N
     pairs = _pairs(t)
     calls = {b.tool_id for it in shown for b in it.blocks if b.kind == "tool_use" and b.tool_id}
     out = [f"# {one_line(title or agent + ' session ' + (t.session_id or t.path))}", ""]
-    facts = [f"{agent} `{one_line(t.session_id) or '?'}`", f"{len(shown)} of {t.records} records shown"]
+    facts = [f"{agent} `{one_line(t.session_id) or '?'}`", f"{len(shown):,} of {plural(t.records, 'record')} shown"]
     if t.cwd:
         facts.append(f"work dir `{one_line(t.cwd)}`")
     if t.forks:

@@ -206,7 +206,9 @@ def _json_error(text: str, exc: Exception, complete: bool) -> str:
     if not complete:
         return "the line is cut off (the file ends in the middle of a record)"
     if isinstance(exc, json.JSONDecodeError):
-        return f"not valid JSON: {exc.msg} at column {exc.pos + 1}"
+        # some messages end in "at" themselves ("Unterminated string starting at"): "at at column" never
+        where = "column" if exc.msg.endswith(" at") else "at column"
+        return f"not valid JSON: {exc.msg} {where} {exc.pos + 1}"
     if isinstance(exc, RecursionError):
         return "not readable JSON: the record is nested too deeply"
     if "digits" in str(exc):

@@ -57,7 +57,9 @@ def export_markdown(sd: SessionDir, session_id: str) -> str:
     _require_session(sd, session_id, rows)
     d = replay_details(rows)
     out = [f"# {one_line(d.title) or 'Session ' + one_line(session_id)}", ""]
-    facts = [f"Session `{one_line(session_id)}`", f"{sum(1 for m in d.messages if m.kind == 'message')} messages"]
+    # every replayed message, the compaction summary included: the count the screen's header and the JSON give
+    count = len(d.messages)
+    facts = [f"Session `{one_line(session_id)}`", f"{count:,} message{'' if count == 1 else 's'}"]
     if d.compactions:
         facts.append(f"{sum(c.applied for c in d.compactions)} of {len(d.compactions)} compactions applied")
     if d.corrupt_rows:

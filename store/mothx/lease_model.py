@@ -29,7 +29,7 @@ from typing import Protocol
 from store.errors import LeaseBusy
 from store.mothx.cells import INT64_MAX, Cells, joined
 from store.safetext import one_line
-from store.times import from_unix
+from store.times import FAR_FUTURE_S, from_unix, time_left
 
 
 class Scheduler(Protocol):
@@ -171,7 +171,7 @@ class LeaseSnapshot:
             return f"released by {self.describe_holder()} at epoch {self.epoch}"
         when = from_unix(self.expires_at)
         if self.valid:
-            return f"held by {self.describe_holder()} at epoch {self.epoch}, valid until {when} ({self.seconds_left} s left)"
+            return f"held by {self.describe_holder()} at epoch {self.epoch}, valid until {when} ({'expires ' + time_left(self.seconds_left) if self.seconds_left <= FAR_FUTURE_S else 'far in the future'})"
         return f"held by {self.describe_holder()} at epoch {self.epoch}, expired at {when}"
 
 

@@ -64,6 +64,7 @@ from store.mothx.run_store import get_run_conn, transition_run
 from store.mothx.sessiondir import SessionDir
 from store.mothx.turns import close_turn, leaf_id, open_turns_of_run
 from store.safetext import one_line
+from store.words import plural
 
 TRIGGER_OPERATOR = "operator"
 RECOVERY_SOURCE = "agentruntime"
@@ -320,7 +321,7 @@ class RecoverRun:
         publish_state_changed(lease, self.target_status, "recovering")
         return RepairResult(self.id, sid, f"run {one_line(run.id)}", tuple(done),
                             f"Run {one_line(run.id)} recovered: {self.target_status} ({self.reason_code}), "
-                            f"{len(rf.turns)} turn(s) closed, {len(rf.pending)} decision(s) cancelled.", lease.epoch)
+                            f"{plural(len(rf.turns), 'turn')} closed, {plural(len(rf.pending), 'decision')} cancelled.", lease.epoch)
 
     def _keep_remote(self, guard: LeaseGuard, run: Run) -> PlannedChange:
         """Step 6's ``keep_remote``: the recovery row → ``detached_remote``; the run, its turns and events stay."""

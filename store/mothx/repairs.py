@@ -34,6 +34,7 @@ from store.mothx.run_listing import list_orphaned
 from store.mothx.run_model import NON_TERMINAL_STATUSES
 from store.mothx.tool_repairs import TOOL_DONE_STATES, AbandonToolExecutions, RequestToolRecovery
 from store.safetext import one_line
+from store.words import plural
 
 if TYPE_CHECKING:
     from store.mothx.sessiondir import SessionDir
@@ -181,7 +182,7 @@ def suggest_repairs(sd: SessionDir, *, session_id: str | None = None, limit: int
                 continue
             out.append(SuggestedRepair("abandon-tools", AbandonToolExecutions.title,
                                        (("session_id", sid), ("turn_id", turn)),
-                                       f"{count} interrupted tool execution record(s)"))
+                                       plural(count, "interrupted tool execution record")))
     return out[:limit]
 
 

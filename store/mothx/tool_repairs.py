@@ -35,6 +35,7 @@ from store.mothx.run_model import ConversationTurn
 from store.mothx.sessiondir import SessionDir
 from store.mothx.turns import turns_conn
 from store.safetext import one_line
+from store.words import plural
 
 TOOL_DONE_STATES = ("completed", "failed", "abandoned")
 
@@ -293,7 +294,7 @@ class _ToolRecordRepair:
             guard.release()
         return RepairResult(self.id, self.session_id,
                             f"turn {one_line(self.turn_id)} of session {one_line(self.session_id)}",
-                            tuple(done), f"{len(done)} tool execution record(s) of turn {one_line(self.turn_id)} marked "
+                            tuple(done), f"{plural(len(done), 'tool execution record')} of turn {one_line(self.turn_id)} marked "
                             f"{self.new_state}.", guard.lease.epoch)
 
 

@@ -228,7 +228,7 @@ async def test_R_publishes_a_reset_through_the_dialog(captured: Path) -> None:
         await settle_checkpoints(pilot)
         assert proofs(screen)[INTERRUPTED] == "verified"
 
-        await pilot.press("R")
+        await pilot.press("ctrl+r")
         await settle_checkpoints(pilot)
         dialog = app.screen
         assert isinstance(dialog, ConfirmDialog)
@@ -238,7 +238,7 @@ async def test_R_publishes_a_reset_through_the_dialog(captured: Path) -> None:
         assert app.screen is screen
         assert ast.head(app.sd, "codex", INTERRUPTED).kind == "checkpoint"  # type: ignore[arg-type,union-attr]
 
-        await pilot.press("R")
+        await pilot.press("ctrl+r")
         await settle_checkpoints(pilot)
         assert isinstance(app.screen, ConfirmDialog)
         await pilot.press("y")
@@ -251,7 +251,7 @@ async def test_R_publishes_a_reset_through_the_dialog(captured: Path) -> None:
         assert proofs(screen)[INTERRUPTED] == NOT_VERIFIED, "the old proof no longer applies"
         assert any(n.title == "Reset published" for n in app._notifications)
 
-        await pilot.press("R")  # a reset head cannot be reset again: a warning, no dialog
+        await pilot.press("ctrl+r")  # a reset head cannot be reset again: a warning, no dialog
         await settle_checkpoints(pilot)
         assert app.screen is screen
         assert any("already a reset" in str(n.message) for n in app._notifications)
@@ -268,12 +268,12 @@ async def test_read_modes_block_R(captured: Path, mode: OpenMode) -> None:
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_checkpoints(pilot)
         await move_to(pilot, screen, INTERRUPTED)
-        assert screen.active_bindings["R"].enabled is False
+        assert screen.active_bindings["ctrl+r"].enabled is False
         assert screen.active_bindings["v"].enabled is True
         bar = screen.query_one(KeyBar).render()
         start = bar.plain.index("Reset")
         assert any(s.start <= start < s.end and getattr(s.style, "dim", False) for s in bar.spans), "R is dimmed"
-        await pilot.press("R")
+        await pilot.press("ctrl+r")
         await settle_checkpoints(pilot)
         assert app.screen is screen, "no dialog opens"
         await pilot.press("V")  # verifying only reads
@@ -336,7 +336,7 @@ def test_every_binding_is_registered_with_a_tooltip() -> None:
             assert spec is not None and spec.tooltip, f"{owner.__name__}: {binding.key}"
     assert actions.get("checkpoints.reset").writes is True
     assert not actions.get("checkpoints.verify").writes and not actions.get("checkpoints.verify-all").writes
-    assert "R" not in actions.get("confirm.apply").key.split(","), "the key that opens the reset cannot confirm it"
+    assert "ctrl+r" not in actions.get("confirm.apply").key.split(","), "the key that opens the reset cannot confirm it"
 
 
 # --- repaired copy ------------------------------------------------------------------------------------------------

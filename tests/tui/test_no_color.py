@@ -61,7 +61,7 @@ async def test_sessions_runs_dialog_checkpoints_help_and_palette(no_color: str, 
         screen = await open_runs(pilot)
         _reads(app, "runs", "RUN", "LEASE HOLDER")
         await select(pilot, screen, ids["orphan"])
-        await pilot.press("x")
+        await pilot.press("X")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the repair dialog")
         await pilot.pause()
         _reads(app, "repair dialog", "Recover an orphaned run", "Cancel")

@@ -92,9 +92,10 @@ async def test_sessions_screen_palette(demo_dir: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot)
         screen = app.screen
-        # Back has nothing to go back to on the first screen; the demo has no captured sessions to switch to.
+        # Back has nothing to go back to on the first screen. The source switch is offered even without
+        # captured sessions: pressed, it counts them again (a capture made while the app is open) or says why.
         await assert_offers_scopes(screen, {"app", "sessions", "session-list"},
-                                   absent=frozenset({"app.back", "sessions.source"}))
+                                   absent=frozenset({"app.back"}))
         texts = await palette_texts(screen)
         for literal in ("Filter  [/]", "Sort  [s]", "Runs  [R]", "Open  [⏎]", "Top  [g]", "Jump  [:]",
                         "Help  [?]", "Open session…"):
@@ -115,7 +116,7 @@ async def test_transcript_screen_palette(demo_dir: Path) -> None:
         assert type(screen).__name__ == "TranscriptScreen"
         await assert_offers_scopes(screen, {"app", "transcript", "transcript-view"})
         texts = await palette_texts(screen)
-        for literal in ("Raw  [R]", "Next turn  [n]", "Next marker  []]", "Copy  [y]", "Export  [e]", "Follow  [F]",
+        for literal in ("Raw  [tab]", "Runs  [R]", "Next turn  [n]", "Next marker  []]", "Copy  [y]", "Export  [e]", "Follow  [F]",
                         "First  [g]", "Last  [G]", "Back  [esc]"):
             assert literal in texts, f"{literal!r} not in {texts}"
         assert "Next turn  [n]" in await palette_texts(screen, "next turn")
@@ -131,7 +132,7 @@ async def test_runs_screen_palette(demo_dir: Path) -> None:
         assert type(screen).__name__ == "RunsScreen"
         await assert_offers_scopes(screen, {"app", "runs", "run-list", "run-timeline"})
         texts = await palette_texts(screen)
-        for literal in ("Recover  [x]", "Release lease  [L]", "Orphaned  [o]", "Transcript  [⏎]", "Top  [g]"):
+        for literal in ("Recover  [X]", "Release lease  [L]", "Orphaned  [o]", "Transcript  [⏎]", "Top  [g]"):
             assert literal in texts, f"{literal!r} not in {texts}"
 
 
@@ -160,7 +161,7 @@ async def test_checkpoints_screen_palette(demo_dir: Path) -> None:
         screen = app.screen
         await assert_offers_scopes(screen, {"app", "checkpoints", "checkpoint-list"})
         texts = await palette_texts(screen)
-        for literal in ("Verify  [v]", "Verify all  [V]", "Reset  [R]", "Repaired copy  [x]", "Open  [⏎]"):
+        for literal in ("Verify  [v]", "Verify all  [V]", "Reset  [^r]", "Repaired copy  [x]", "Open  [⏎]"):
             assert literal in texts, f"{literal!r} not in {texts}"
 
 
@@ -190,7 +191,7 @@ async def test_native_transcript_palette(real_fixtures: Path, tmp_path: Path) ->
         screen = app.screen
         texts = await palette_texts(screen)
         assert set(scope_targets(screen)) >= {"app", "native-transcript", "native-view"}
-        for literal in ("Raw  [R]", "Follow  [F]", "Copy  [y]", "Export  [e]", "First  [g]", "Last  [G]"):
+        for literal in ("Raw  [tab]", "Follow  [F]", "Copy  [y]", "Export  [e]", "First  [g]", "Last  [G]"):
             assert literal in texts, f"{literal!r} not in {texts}"
         offered = {c.action_id for c in action_commands(screen)}
         assert {actions.get(i).scope for i in offered if i} <= {"app", "native-transcript", "native-view"}

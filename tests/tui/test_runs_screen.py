@@ -100,10 +100,10 @@ async def test_active_runs_come_first_with_lease_state_and_recovery(demo_master:
         assert failed.listing.state == "recovery_failed"
         # the countdown follows the app's clock: the demo's orphaned lease expired 2 h 59 min before "now"
         assert expiry_text(orphan.listing.lease, DEMO_NOW_UNIX) == "expired 2 h ago"
-        assert expiry_text(live.listing.lease, DEMO_NOW_UNIX) == "expires in 73 y"
+        assert expiry_text(live.listing.lease, DEMO_NOW_UNIX) == "until 2100-01-01"
         assert recovery_text(failed.listing.recovery, DEMO_NOW_UNIX) == "failed #2 due"
         text = "\n".join(lst.render_line(y).text for y in range(0, 5))
-        assert "expired 2 h ago" in text and "expires in 73 y" in text and "orphaned" in text
+        assert "expired 2 h ago" in text and "until 2100-01-01" in text and "orphaned" in text
         assert "failed #2 due" in text and f"pid-{live.listing.lease.owner_pid}" in text
         assert screen.query_one("#status").count.startswith("3 active · 2 orphaned · ")
         # the detail pane shows the selected run's facts and its event timeline
@@ -213,14 +213,14 @@ async def test_recover_the_orphan_through_the_dialog(demo_dir: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_runs(pilot)
         await select(pilot, screen, run_id)
-        await pilot.press("x")
+        await pilot.press("X")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the confirm dialog")
         dialog = app.screen
         assert app.focused is not None and app.focused.id == "confirm-cancel", "Cancel has the focus"
         preview = dialog.request.preview
         assert preview.startswith(f"Recover an orphaned run: run {run_id}")
         assert f"recovery_{run_id}_failed" in preview and "turn_end" in preview
-        await pilot.press("x")  # the opening key does not confirm
+        await pilot.press("X")  # the opening key does not confirm
         await pilot.pause()
         assert isinstance(app.screen, ConfirmDialog)
         assert db_rows(demo_dir, "SELECT status FROM session_runs WHERE id = ?", (run_id,)) == [("running",)]
@@ -272,11 +272,11 @@ async def test_a_run_under_a_live_lease_is_refused_naming_the_holder(demo_dir: P
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_runs(pilot)
         await select(pilot, screen, run_id)
-        for key in ("x", "L", "t"):
+        for key in ("X", "L", "T"):
             await pilot.press(key)
             await settle_runs(pilot)
             assert not isinstance(app.screen, (ConfirmDialog, ToolPickDialog)), f"{key}: no dialog for a refusal"
-            if key != "t":
+            if key != "T":
                 assert owner in screen.last_error and f"pid {pid}" in screen.last_error, screen.last_error
         assert any(owner in n for n in notices(app))
         assert db_rows(demo_dir, "SELECT status FROM session_runs WHERE id = ?", (run_id,)) == [("running",)]
@@ -297,11 +297,11 @@ async def test_abandon_picked_tool_calls_and_release_an_expired_lease(demo_dir: 
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_runs(pilot)
         await select(pilot, screen, run_id)
-        await pilot.press("t")
+        await pilot.press("T")
         await settle_runs(pilot)
         assert "active run" in screen.last_error or "no interrupted" in " ".join(notices(app))
         # recover first: the session becomes idle
-        await pilot.press("x")
+        await pilot.press("X")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the recovery dialog")
         await pilot.press("y")
         await settle_runs(pilot)
@@ -318,7 +318,7 @@ async def test_abandon_picked_tool_calls_and_release_an_expired_lease(demo_dir: 
                     "VALUES (?, ?, ?, 'p', 'a', ?, 'function', 'shell', 'h', 'running', 1, '2026-11-20T09:00:00Z')",
                     (session, turn, f"{turn}:{call}", call))
         conn.close()
-        await pilot.press("t")
+        await pilot.press("T")
         await wait_for(pilot, lambda: isinstance(app.screen, ToolPickDialog), "the tool picker")
         picker = app.screen
         from textual.widgets import SelectionList
@@ -367,7 +367,7 @@ async def test_read_modes_dim_and_block_every_repair(demo_dir: Path, mode: OpenM
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_runs(pilot)
         await select(pilot, screen, ids["orphan"])
-        for key in ("x", "t", "L"):
+        for key in ("X", "T", "L"):
             assert screen.active_bindings[key].enabled is False, f"{key} is dimmed and blocked"
             await pilot.press(key)
             await settle_runs(pilot)
@@ -468,7 +468,7 @@ async def test_operator_story_kill_the_runtime_then_recover(tmp_path: Path, monk
                            and lst.row_of(run_id).listing.state == "external", "the live run, owned by the simulator")
             await select(pilot, screen, run_id)
             # while the runtime lives, recovery is refused and the holder is named
-            await pilot.press("x")
+            await pilot.press("X")
             await settle_runs(pilot)
             assert not isinstance(app.screen, ConfirmDialog)
             assert f"pid-{pid}-" in screen.last_error and f"pid {pid}" in screen.last_error, screen.last_error
@@ -481,7 +481,7 @@ async def test_operator_story_kill_the_runtime_then_recover(tmp_path: Path, monk
                            "the run to turn orphaned", deadline_s=ttl + 10)
             assert time.monotonic() - killed < ttl + 10
             await select(pilot, screen, run_id)
-            await pilot.press("x")
+            await pilot.press("X")
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the recovery dialog")
             await pilot.press("y")
             await settle_runs(pilot)

@@ -356,7 +356,7 @@ def test_utc_minutes_converts_offsets_and_never_says_ago() -> None:
     assert utc_minutes("2026-03-01T23:30:00Z") == "2026-03-01 23:30"
     assert utc_minutes("2026-12-31T23:30:00-01:00") == "2027-01-01 00:30"
     assert utc_minutes("") == ""
-    assert utc_minutes("yesterday") == "yesterday"
+    assert utc_minutes("yesterday") == "(unreadable)", "a stored text that is no time is never shown as one"
 
 
 def test_tildify() -> None:

@@ -89,7 +89,7 @@ async def test_long_session_opens_reading_only_a_window(demo_master: Path, demo_
             assert f"replay: {plan.message_rows + 1:,} messages from seq {plan.window_start_seq:,}" in title
             assert demo_sessions.long in title
 
-            await pilot.press("R")
+            await pilot.press("tab")
             await settle(pilot)
             assert 0 < count_reads["rows_page"] <= ROW_PAGE
             assert count_reads["rows_page"] < plan.total_rows // 10
@@ -125,6 +125,9 @@ async def test_n_and_p_jump_between_turns(demo_master: Path, demo_sessions: Demo
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             view = _screen(app).transcript_view
+            await pilot.press("n")  # the turn open at the first kept entry first (tests/tui/test_transcript_nav.py)
+            await settle(pilot)
+            assert view.cursor_item is not None and view.cursor_item.seq == plan.window_start_seq
             await pilot.press("n")
             await settle(pilot)
             assert view.anchor_item is not None
@@ -179,7 +182,7 @@ async def test_clicking_the_scrollbar_jumps_to_that_fraction(demo_master: Path, 
         app = TranscriptHost(sd, demo_sessions.long)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            await pilot.press("R")
+            await pilot.press("tab")
             await settle(pilot)
             screen = _screen(app)
             view = screen.raw_view
@@ -202,7 +205,7 @@ async def test_paging_through_every_window_shows_each_row_once(demo_master: Path
         app = TranscriptHost(sd, demo_sessions.long)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            await pilot.press("R")
+            await pilot.press("tab")
             await settle(pilot)
             view = _screen(app).raw_view
             for direction in (1, -1):
@@ -259,7 +262,7 @@ async def test_raw_view_shows_an_unparsable_row_with_its_parse_error(demo_dir: P
             await settle(pilot)
             screen = _screen(app)
             assert "✗ 1 corrupt row" in str(screen.query_one("#transcript-title").render())
-            await pilot.press("R")
+            await pilot.press("tab")
             await settle(pilot)
             assert screen.raw_mode and app.focused is screen.raw_view
             await pilot.press("G")
@@ -401,7 +404,7 @@ async def test_an_unknown_session_is_one_line_and_a_notification(demo_master: Pa
             assert "ffffffffffffffff" in screen.error
             assert screen_text(app).splitlines()[0].strip().startswith("✗")
             assert any(n.severity == "error" for n in app._notifications)
-            await pilot.press("G", "n", "y", "e", "R")  # nothing to act on: no crash
+            await pilot.press("G", "n", "y", "e", "tab")  # nothing to act on: no crash
             await settle(pilot)
 
 
@@ -422,7 +425,7 @@ async def test_every_open_mode_shows_the_same_and_read_modes_write_nothing(
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             first_screen = screen_text(app)
-            await pilot.press("G", "R", "G", "g", "tab", "n", "y", "e")
+            await pilot.press("G", "tab", "G", "g", "tab", "n", "y", "e")
             await settle(pilot)
             await pilot.press("enter")
             await settle(pilot)
@@ -459,7 +462,7 @@ async def test_an_empty_replay_says_so(demo_master: Path, demo_sessions: DemoSes
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
             assert "The replay holds no messages" in screen_text(app).splitlines()[0]
-            await pilot.press("R")
+            await pilot.press("tab")
             await settle(pilot)
             assert _screen(app).raw_view.items
 
@@ -496,7 +499,7 @@ async def test_pages_pressed_faster_than_reads_are_not_lost(demo_master: Path, d
         app = TranscriptHost(sd, demo_sessions.long)
         async with app.run_test(size=SIZE) as pilot:
             await settle(pilot)
-            await pilot.press("R")
+            await pilot.press("tab")
             await settle(pilot)
             view = _screen(app).raw_view
             step = view.size.height - 1

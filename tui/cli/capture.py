@@ -7,8 +7,11 @@
     sessionscope [--dir PATH] checkpoint reset AGENT SESSION_ID [--dry-run] [--yes]
     sessionscope export-repaired PATH OUT [--json]
 
-``capture`` opens the session directory read-write (a new user without one gets the directory created: a
-capture is how they start), writes ``<dir>/sessionscope/agent-state.db`` and prints a summary of new /
+``capture`` opens the session directory read-write and writes ``<dir>/sessionscope/agent-state.db``. Without
+``--dir`` that is the default mothx session directory when it has a ``sessions.db``, else a store of our own
+for captures (:func:`store.paths.captures_dir`, ``~/.local/share/sessionscope/captures``, created by the first
+capture: a capture never creates ``~/.mothx/sessions``; ``sessionscope`` opens that store while no mothx
+directory exists). It prints a summary of new /
 appended / unchanged / divergent / unreadable sessions; a read mode is refused (exit 3). On a terminal a
 progress bar over files and bytes is drawn on stderr. ``checkpoints`` and ``checkpoint verify`` only read
 (read-only by default, like ``list``). ``checkpoint reset`` publishes a reset head after showing its preview;
@@ -132,9 +135,11 @@ def _mode(args: argparse.Namespace, default: OpenMode) -> OpenMode:
 
 
 def _target_dir(args: argparse.Namespace, *, write: bool) -> Path:
-    """The directory (or database file) named by --demo / --dir, else the default one (it may not exist yet).
-    A --dir path that does not exist is a bad argument (exit 2) unless the command writes (a capture)."""
-    from store.paths import default_session_dir
+    """The directory (or database file) named by --demo / --dir; else the default mothx session directory when
+    it has a ``sessions.db`` (captures sit beside its sessions); else the store of captures of our own
+    (:func:`store.paths.captures_dir`, it may not exist yet). A --dir path that does not exist is a bad argument
+    (exit 2) unless the command writes (a capture)."""
+    from store.paths import captures_dir, default_session_dir, sessions_db_path
     from tui.cli import core as cli
 
     if getattr(args, "demo", False):
@@ -144,7 +149,10 @@ def _target_dir(args: argparse.Namespace, *, write: bool) -> Path:
 
         return ensure_demo()
     named = cli.named_location(args, may_create=write)
-    return named if named is not None else default_session_dir()
+    if named is not None:
+        return named
+    mothx = default_session_dir()
+    return mothx if sessions_db_path(mothx).is_file() else captures_dir()
 
 
 @contextmanager
@@ -152,11 +160,13 @@ def open_dir(args: argparse.Namespace, *, write: bool) -> Iterator[SessionDir]:
     """Open the session directory for a checkpoint command.
 
     ``write``: read-write unless --read-only / --snapshot; a missing ``sessions.db`` is created when the folder
-    is new or empty, or is the default one (a first capture is how a new user starts). Otherwise read-only.
+    is new or empty, or is the store of captures (a first capture is how a new user starts; the default mothx
+    session directory is never created). Otherwise read-only.
     """
     from store.mothx.sessiondir import open_session_dir
-    from store.paths import default_session_dir, sessions_db_path
+    from store.paths import captures_dir, sessions_db_path
     from tui.cli import core as cli
+    from tui.formatting import tildify
 
     root = _target_dir(args, write=write)
     mode = _mode(args, OpenMode.READ_WRITE if write else OpenMode.READ_ONLY)
@@ -165,14 +175,17 @@ def open_dir(args: argparse.Namespace, *, write: bool) -> Iterator[SessionDir]:
         if write and mode.is_read:
             raise ReadOnlyStore(f"Refused: the session directory is open {mode.value} (read-only).")
         fresh = not root.exists() or (root.is_dir() and not any(root.iterdir()))
-        if not write or not (fresh or root == default_session_dir()):
+        if not write or not (fresh or root == captures_dir()):
             raise StoreError(f"There is no sessions.db in {root}.")
         root.mkdir(parents=True, exist_ok=True)
         create = True
     sd = open_session_dir(root, mode, create=create)
     cli.check_opened(sd, root)
     try:
-        if create:
+        if create and root == captures_dir():
+            note(f"created the store for captured sessions at {tildify(root)} (no --dir was given and there is no "
+                 f"mothx session directory; `sessionscope` opens this store while there is none)")
+        elif create:
             note(f"created a new session directory at {root}")
         for notice in sd.notices:
             note(notice)

@@ -38,8 +38,10 @@ from store.errors import AmbiguousSessionId, LeaseBusy, ReadOnlyStore, RepairRef
 from store.mothx.db import OpenMode
 from store.paths import SESSIONS_DB, sessions_db_path
 from store.safetext import one_line, safe
+from store.words import plural
 from tui.cli import output
 from tui.cli.output import Column, err, json_out, note, out, out_text
+from tui.formatting import NO_MESSAGES
 
 if TYPE_CHECKING:
     from store.mothx.entries import EntryRow
@@ -299,8 +301,8 @@ def _mode(args: argparse.Namespace, *, default: OpenMode) -> OpenMode:
 
 
 def _session_dir(args: argparse.Namespace) -> Path | None:
-    """The directory (or database file) the command names: --demo, --dir, else the default one (None when it
-    has no database)."""
+    """The directory (or database file) the command names: --demo, --dir, else the default one; without a
+    database there, the store of captures (:func:`store.paths.captures_dir`) when it has one; else None."""
     if getattr(args, "demo", False):
         if getattr(args, "dir", None) is not None:
             raise UsageError("give either --dir or --demo, not both")
@@ -313,7 +315,12 @@ def _session_dir(args: argparse.Namespace) -> Path | None:
             raise StoreError(f"There is no sessions.db in {named}.")
         return named
     root = default_root()
-    return root if sessions_db_path(root).is_file() else None
+    if sessions_db_path(root).is_file():
+        return root
+    from store.paths import captures_dir
+
+    captures = captures_dir()  # no mothx sessions here: the store of captures, when something was captured
+    return captures if sessions_db_path(captures).is_file() else None
 
 
 def default_root() -> Path:
@@ -451,8 +458,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def when(stamp: str) -> str:
-    """An RFC 3339 time as ``YYYY-MM-DD HH:MM`` in UTC (``-`` when unset; the text itself when it does not
-    parse), as the app shows it."""
+    """An RFC 3339 time as ``YYYY-MM-DD HH:MM`` in UTC (``-`` when unset; ``unreadable (<text>)`` when it does
+    not parse: the stored text is no time), as the app shows it."""
+    if stamp and times.parse_rfc3339(stamp) is None:
+        return f"unreadable ({one_line(stamp[:19])})"
     return times.show(stamp, times.MINUTES, unset="-")
 
 
@@ -469,7 +478,7 @@ SESSION_COLUMNS = (Column("SESSION ID"), Column("LAST USED"), Column("MSGS", rig
 def print_sessions(rows: Sequence[SessionSummary]) -> None:
     output.table(SESSION_COLUMNS, [
         (s.id, when(s.last_active_at), str(s.message_count), one_line(tilde(s.cwd)) or "-",
-         one_line(s.title or s.preview) or "(untitled)")
+         one_line(s.title or s.preview) or NO_MESSAGES)
         for s in rows
     ])
 
@@ -482,7 +491,7 @@ def raw_markdown(summary: SessionSummary, rows: Sequence[EntryRow]) -> Iterator[
 
     yield f"# Raw entries of {cell(summary.id)}"
     yield ""
-    yield f"{len(rows)} rows; {sum(1 for r in rows if r.parse_error)} do not parse."
+    yield f"{plural(len(rows), 'row')}; {sum(1 for r in rows if r.parse_error):,} do not parse."
     yield ""
     yield "| seq | id | type | parent | timestamp | problem |"
     yield "|---:|---|---|---|---|---|"

@@ -251,7 +251,7 @@ def print_runs(rows: list[RunListing], *, orphaned: bool) -> None:
                 lease_text = "released"
             else:
                 left = lease.expires_at - lease.now
-                lease_text = (f"expires in {times.duration(left)}" if left > 0 else f"expired {times.duration(-left)} ago")
+                lease_text = (f"expires {times.time_left(left, lease.expires_at)}" if left > 0 else f"expired {times.duration(-left)} ago")
         rec = ls.recovery
         rec_text = ""
         if rec is not None:

@@ -65,6 +65,45 @@ if TYPE_CHECKING:
 # --- the screen -------------------------------------------------------------------------------------------------
 
 
+_Key = tuple[str, str]  # a row's (agent id, agent session id)
+_PROOFS: dict[str, tuple[tuple[int, ...], dict[_Key, Proof], dict[_Key, VerifyResult]]] = {}
+"""The proofs and verify results per session directory (by path), kept across visits of the screen (the dicts
+are shared with the screen that shows them), with the identity of the checkpoint file they were made on."""
+
+
+def _state_identity(sd: SessionDir) -> tuple[int, ...]:
+    """The checkpoint file's identity (device, inode, size, mtime of the file and its WAL): any capture or reset
+    changes it, and then no earlier proof is shown as current."""
+    from store.agents.checkpoint_db import state_db_path
+
+    path = state_db_path(sd)
+    out: list[int] = []
+    for part in (path, path.with_name(path.name + "-wal")):
+        try:
+            st = part.stat()
+        except OSError:
+            out.extend((0, 0, 0, 0))
+            continue
+        out.extend((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def remembered_proofs(sd: SessionDir) -> tuple[dict[_Key, Proof], dict[_Key, VerifyResult]]:
+    """The proofs (and results) kept for ``sd``: the same dicts on every visit while the checkpoint file is
+    unchanged (a proof still being made when the screen was left is dropped), fresh ones otherwise."""
+    identity = _state_identity(sd)
+    where = str(sd.root)
+    kept = _PROOFS.get(where)
+    if kept is None or kept[0] != identity:
+        kept = (identity, {}, {})
+        _PROOFS[where] = kept
+    _, proofs, results = kept
+    for key in [k for k, proof in proofs.items() if proof.status == "verifying"]:
+        proofs.pop(key, None)
+        results.pop(key, None)
+    return proofs, results
+
+
 class CheckpointsScreen(ReportsWorkerFailures, Screen[None]):
     """Agents, their captured sessions, and the selected session's files; verify and reset."""
 
@@ -102,6 +141,8 @@ class CheckpointsScreen(ReportsWorkerFailures, Screen[None]):
     def on_mount(self) -> None:
         if self.sd is None:
             self.sd = store(self)
+        if self.sd is not None:  # the proofs of an earlier visit, while the checkpoint file is unchanged
+            self.checkpoint_list.proofs, self.results = remembered_proofs(self.sd)
         self.query_one(CheckpointList).empty_text = (
             "No checkpoints yet. Capture some: sessionscope capture claude-code (or codex), then press r.")
         self._load()

@@ -82,7 +82,12 @@ def collect_help(screen: Screen[object]) -> list[HelpGroup]:
         )
         rows_by_binding[(id(node), ident)] = row
         group.rows.append(row)
-    return [g for g in groups.values() if g.rows]
+    out = [g for g in groups.values() if g.rows]
+    legend: tuple[tuple[str, str, str], ...] = getattr(type(screen), "HELP_LEGEND", ())
+    if legend:  # the marks a screen's rows carry: (mark, name, meaning)
+        out.append(HelpGroup("Marks in the list", [HelpRow(keys=[mark], description=name, tooltip=meaning, enabled=True,
+                                                           action_id="") for mark, name, meaning in legend]))
+    return out
 
 
 def screen_about(screen: Screen[object]) -> str:

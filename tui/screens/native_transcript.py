@@ -31,7 +31,7 @@ from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from store.agents.native import NativeSession, NativeTranscript, SubAgentLink
 from store.agents.native_open import (
@@ -44,6 +44,7 @@ from store.agents.native_open import (
     subagent_file,
 )
 from store.safetext import one_line
+from store.words import cut
 from tui import actions
 from tui.formatting import describe_error, plural, tildify
 from tui.lifecycle import ReportsWorkerFailures
@@ -59,6 +60,7 @@ from tui.widgets.export_dialog import (
     write_export,
 )
 from tui.widgets.header import AppHeader
+from tui.widgets.keybar import KeyBar
 from tui.widgets.native_sources import (
     ForkMark,
     NativeBlockSource,
@@ -209,7 +211,7 @@ class NativeTranscriptScreen(ReportsWorkerFailures, Screen[None]):
         yield NativeBlocksView(id="transcript-view")
         yield NativeRawView(id="raw-view")
         yield Static(Text(""), id="transcript-status", markup=False)
-        yield Footer()
+        yield KeyBar()  # the one key bar of every screen (no separator glyph before the palette key)
 
     def on_mount(self) -> None:
         self.raw_view.display = False
@@ -477,9 +479,11 @@ class NativeTranscriptScreen(ReportsWorkerFailures, Screen[None]):
                 parts.append(f"cursor line {p.item.line:,}")
             elif isinstance(p, ForkMark):
                 parts.append(f"cursor: fork at line {p.fork.parent_line:,}")
-        rank, total = view.position()
-        if total and view.items:
-            parts.append(f"{'line' if self.raw_mode else 'block'} {int(rank) + 1:,} of {total:,}")
+        blocks = [it.key for it in view.items if not it.is_rule]  # (every item is in memory: a native file)
+        cursor = view.cursor_item
+        if blocks and cursor is not None and cursor.key in blocks:
+            # the cursor's block among the blocks (rules between turns are not blocks), so G says "N of N"
+            parts.append(f"{'line' if self.raw_mode else 'block'} {blocks.index(cursor.key) + 1:,} of {len(blocks):,}")
         parts.append("follow on" if self.follow and self.disk_path is not None else "follow off")
         if self.new_count:
             parts.append(f"▼ {self.new_count:,} new — G to see them")
@@ -531,7 +535,7 @@ class NativeTranscriptScreen(ReportsWorkerFailures, Screen[None]):
                        if isinstance(b.payload, ForkMark) and b.payload.fork.parent_uuid == fork.parent_uuid), 0)
         self.block_view.set_source(NativeBlockSource(self.blocks), JumpTarget("seq", target))
         branch = fork.branches[new]
-        notify(self, f"Branch {new + 1} of {len(fork.branches)}: {one_line(branch.preview)[:80]}", timeout=3)
+        notify(self, f"Branch {new + 1} of {len(fork.branches)}: {cut(one_line(branch.preview), 80)}", timeout=3)
         self._show_status()
 
     def _subagent_under_cursor(self) -> SubAgentLink | None:

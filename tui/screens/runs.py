@@ -32,7 +32,7 @@ from textual.timer import Timer
 from tui import actions
 from tui.clipboard import copy
 from tui.context import services, store
-from tui.formatting import describe_error, one_line
+from tui.formatting import describe_error, one_line, plural
 from tui.lifecycle import ReportsWorkerFailures
 from tui.live import LiveChanged
 from tui.messages import WorkerFailed
@@ -152,7 +152,8 @@ class ToolPickDialog(ModalScreen[list[str] | None]):
             dangling = len(tools.dangling_calls)
             hint = "space toggles · p preview · esc cancel. Nothing is run again and no tool output is written."
             if dangling:
-                hint = f"{dangling} toolCall(s) have no result and no record: they are only reported. " + hint
+                hint = (f"{plural(dangling, 'toolCall')} {'has' if dangling == 1 else 'have'} no result and no record: "
+                        "they are only reported. " + hint)
             yield Static(hint, id="pick-hint", markup=False)
             with Horizontal(id="pick-buttons"):
                 yield Button("Cancel", id="pick-cancel")
@@ -566,7 +567,8 @@ class RunsScreen(ReportsWorkerFailures, Screen[None]):
             self._busy = False
             note = ""
             if tools.dangling_calls:
-                note = (f" {len(tools.dangling_calls)} toolCall(s) have no result but no record either: "
+                n = len(tools.dangling_calls)
+                note = (f" {plural(n, 'toolCall')} {'has' if n == 1 else 'have'} no result but no record either: "
                         "nothing can be written for them.")
             notify(self, f"Session {job.session_id} has no interrupted tool execution record.{note}",
                         title="Abandon tools", timeout=6)

@@ -89,6 +89,9 @@ class SessionsScreen(ReportsWorkerFailures, Screen[None]):
     ACTION_SCOPE: ClassVar[str] = "sessions"
     BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Sessions screen"
+    HELP_LEGEND: ClassVar[tuple[tuple[str, str, str], ...]] = (
+        ("*", "Pinned", "The session is pinned in mothx (session_metadata.pinned); the mark only shows it, nothing here pins."),
+    )
     AUTO_FOCUS = "SessionList"
 
     def __init__(self) -> None:
@@ -267,12 +270,21 @@ class SessionsScreen(ReportsWorkerFailures, Screen[None]):
     # --- actions ----------------------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "cycle_source":
-            return bool(self._other_sources())  # hidden while only mothx sessions exist
+        # cycle_source is always offered: a capture made while the app is open shows up when it is pressed
+        # (it counts the captured sessions again, and says so when there are none).
         if action in MOTHX_ONLY_ACTIONS and self.source != SOURCE_MOTHX:
             return None
         sd = self.sd
         return actions.check_write(action, sd is not None and sd.writable)
+
+    def why_disabled(self, action: str) -> str:
+        """The one line a dimmed key of this screen says when pressed."""
+        if action in MOTHX_ONLY_ACTIONS and self.source != SOURCE_MOTHX:
+            spec = actions.spec_for_action(action, "sessions")
+            what = spec.description if spec is not None else action
+            agent = SOURCE_TITLES.get(self.source, self.source)
+            return f"{what} works on mothx sessions only: the {agent} list is sorted by its last record (a switches the list)."
+        return ""
 
     def _filter_input(self) -> Input | None:
         found = self.query("#filter")

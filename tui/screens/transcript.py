@@ -26,18 +26,18 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from store.agents.sessionlog import Cursor, FollowUpdate
 from store.errors import StoreError
 from store.mothx import entries
 from store.mothx.entries import ReplayPlan
 from store.mothx.sessiondir import SessionDir
-from store.mothx.transcript_window import appended_turns, merge_turns
+from store.mothx.transcript_window import SECTION_BODY, SECTION_PREAMBLE, appended_turns, merge_turns
 from store.safetext import one_line, safe
 from tui import actions
 from tui.context import services
-from tui.formatting import describe_error, plural, tildify
+from tui.formatting import describe_error, plural, tildify, untitled_text
 from tui.lifecycle import ReportsWorkerFailures
 from tui.live import LiveChanged
 from tui.messages import ExportFinished
@@ -51,6 +51,7 @@ from tui.widgets.export_dialog import (
     write_export,
 )
 from tui.widgets.header import AppHeader
+from tui.widgets.keybar import KeyBar
 from tui.widgets.transcript_blocks import ViewItem, item_copy_text, raw_header
 from tui.widgets.transcript_view import (
     GUTTER,
@@ -126,7 +127,7 @@ def title_text(f: SessionFacts) -> Text:
     """The two title lines: who the session is, and what its replay holds."""
     plan = f.plan
     t = Text(no_wrap=True, overflow="ellipsis", end="")
-    t.append(one_line(f.title) or "(untitled)", Style(bold=True))
+    t.append(one_line(f.title) or untitled_text(f.message_count), Style(bold=True))
     t.append(f"  ·  {one_line(f.session_id)}", Style(dim=True))
     if f.cwd:
         t.append(f"  ·  {one_line(tildify(f.cwd))}")
@@ -156,6 +157,20 @@ def title_text(f: SessionFacts) -> Text:
     if f.note:
         t.append(f"  ·  {one_line(f.note)}", Style(dim=True))
     return t
+
+
+def position_text(noun: str, row: int, total: int, last: bool, *, estimated: bool = False) -> str:
+    """The cursor's place for a status line: ``entry row ~70 of 149 (46%)``; ``row 5,204 of 5,204 (100%)`` on
+    the last row only; ``entry row ~141 of 149 (end)`` on the last block when rows after it are not shown (the
+    replay counts entry rows, the header messages); ``row 1 of 12 (8%)`` on the first; a head item (above the
+    body) says so. ``estimated``: the row is interpolated between exact page ends (``~``; never on the first
+    row)."""
+    if row <= 0:
+        return f"above {noun} 1 of {total:,}"
+    approx = "~" if estimated and row > 1 and not (last and row == total) else ""
+    if last:  # the last block: 100% when it is the last row, else the rows after it are not shown here
+        return f"{noun} {approx}{row:,} of {total:,} ({'100%' if row == total else 'end'})"
+    return f"{noun} {approx}{row:,} of {total:,} ({min(99, int(100 * row / max(1, total)))}%)"
 
 
 class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
@@ -198,7 +213,7 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
         yield TranscriptView(id="transcript-view")
         yield RawEntriesView(id="raw-view")
         yield Static(Text(""), id="transcript-status", markup=False)
-        yield Footer()
+        yield KeyBar()  # the one key bar of every screen (no separator glyph before the palette key)
 
     def on_mount(self) -> None:
         self.query_one("#raw-view").display = False
@@ -361,11 +376,9 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
         item = view.cursor_item or view.anchor_item
         if item is not None:
             parts.append(f"cursor seq {item.seq:,}" if item.seq else "cursor: summary")
-        rank, total = view.position()
-        if total and view.items:
-            pct = 100 if view.at_end and self._shows_last(view) else int(100 * rank / max(1, total))
-            noun = "row" if self.raw_mode else "replay row"
-            parts.append(f"{noun} ~{int(rank):,} of {total:,} ({pct}%)")
+        where = view.cursor_position()
+        if where is not None:
+            parts.append(position_text("row" if self.raw_mode else "entry row", *where, estimated=not self.raw_mode))
         if view.fetching:
             parts.append("reading…")
         if not self.follow:
@@ -381,11 +394,17 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
         self.query_one("#transcript-status", Static).update(Text(one_line("  ·  ".join(parts))))
 
     @staticmethod
-    def _shows_last(view: WindowedView) -> bool:
+    def _shows_last(view: WindowedView) -> bool:  # (kept for callers that ask whether the end is on screen)
         shown = view.visible_items()
         return bool(shown) and shown[-1].key == view.items[-1].key
 
     # --- actions ----------------------------------------------------------------------------------------------
+
+    def action_session_runs(self) -> None:
+        """Runs of this session, over this screen: esc comes back here."""
+        from tui.screens.runs import RunsScreen
+
+        self.app.push_screen(RunsScreen(session_id=self.session_id))
 
     def action_toggle_raw(self) -> None:
         self.raw_mode = not self.raw_mode
@@ -399,47 +418,65 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
         self.call_after_refresh(self.active_view.focus)
         self._show_status()
 
-    def _turn_starts(self) -> list[int]:
+    def _turn_starts(self) -> list[tuple[int, int]]:
+        """Item keys of the turn starts ``n``/``p`` visit. In the replay, a turn that started before the first
+        kept entry (its ``turn_start`` is not shown) and is still open there is visited at that entry."""
         if self.facts is None:
             return []
+        starts = [seq for seq, kind, _ in self.facts.turns if kind == "turn_start"]
+        if self.raw_mode:
+            return [(SECTION_BODY, seq) for seq in starts]
+        start = self.facts.plan.window_start_seq
+        keys = [(SECTION_BODY, seq) for seq in starts if seq >= start]
+        earlier = [seq for seq in starts if seq < start]
+        if earlier:
+            ends = [seq for seq, kind, _ in self.facts.turns if kind == "turn_end" and earlier[-1] < seq < start]
+            if not ends:
+                keys.insert(0, (SECTION_BODY, start))
+        return keys
 
-        start = 0 if self.raw_mode else self.facts.plan.window_start_seq
-        return [seq for seq, kind, _ in self.facts.turns if kind == "turn_start" and seq >= start]
-
-    def _marker_seqs(self) -> list[int]:
+    def _marker_seqs(self) -> list[tuple[int, int]]:
+        """Item keys of the markers ``]``/``[`` visit: in the replay, the earlier compactions shown above the
+        window first (their head rows), then the compactions and overrides in it."""
         if self.facts is None:
             return []
         plan = self.facts.plan
-        seqs = {c.seq for c in plan.compactions if self.raw_mode or c.seq >= plan.window_start_seq}
-        seqs |= {ov.seq for ov in plan.overrides.values()}
-        return sorted(seqs)
+        if self.raw_mode:
+            seqs = {c.seq for c in plan.compactions} | {ov.seq for ov in plan.overrides.values()}
+            return sorted((SECTION_BODY, seq) for seq in seqs)
+        start = plan.window_start_seq
+        keys = {(SECTION_PREAMBLE, c.seq) for c in plan.compactions if c.seq < start}
+        keys |= {(SECTION_BODY, c.seq) for c in plan.compactions if c.seq >= start}
+        keys |= {(SECTION_BODY, max(ov.seq, start)) for ov in plan.overrides.values()}
+        return sorted(keys)
 
-    def _current_seq(self) -> int | None:
+    def _current_key(self) -> tuple[int, int] | None:
         view = self.active_view
         item = view.cursor_item or view.anchor_item
         if item is None:
             return None
-        return item.seq if item.key[0] == 2 else -1
+        return (item.key[0], item.key[1])
 
-    def _jump(self, seqs: list[int], forward: bool, what: str) -> None:
-        if not seqs:
+    def _jump(self, targets: list[tuple[int, int]], forward: bool, what: str) -> None:
+        if not targets:
             notify(self, f"This session has no {what}.", severity="warning", timeout=3)
             return
-        here = self._current_seq()
+        here = self._current_key()
         if here is None:
             return
         if forward:
-            i = bisect.bisect_right(seqs, here)
-            target = seqs[i] if i < len(seqs) else None
+            i = bisect.bisect_right(targets, here)
+            target = targets[i] if i < len(targets) else None
         else:
-            i = bisect.bisect_left(seqs, here)
-            if i > 0 and self.active_view.first_block_after(seqs[i - 1]) == (2, here):
+            i = bisect.bisect_left(targets, here)
+            if i > 0 and targets[i - 1][0] == SECTION_BODY and \
+                    self.active_view.first_block_after(targets[i - 1][1]) == here:
                 i -= 1  # the cursor already sits on this turn's first block: go to the turn before
-            target = seqs[i - 1] if i > 0 else None
+            target = targets[i - 1] if i > 0 else None
         if target is None:
             notify(self, f"No {'later' if forward else 'earlier'} {what}.", timeout=2)
             return
-        self.active_view.jump_to_seq(target)
+        self.active_view.jump_to_key(target)
 
     def _turns_ready(self) -> bool:
         if self.facts is not None and not self.facts.turns_loaded:

@@ -10,6 +10,7 @@ from textual.containers import Center, Vertical
 from textual.screen import Screen
 from textual.widgets import Static
 
+from store.paths import captures_dir
 from tui import actions
 from tui.context import services
 from tui.formatting import shown_path
@@ -65,14 +66,16 @@ class WelcomeScreen(Screen[None]):
         self.default_dir = default_dir
 
     def compose(self) -> ComposeResult:
-        yield AppHeader()
+        yield AppHeader(show_badge=False)  # nothing is open: no mode to show
         with Center():
             with Vertical(id="welcome-box"):
                 yield Static(data_line(f"No mothx session directory at {shown_path(self.default_dir)}"), id="welcome-title",
                              markup=False)
                 yield Static(
                     "Sessionscope browses and repairs the sessions.db of a mothx session directory. "
-                    "Point it at one with `sessionscope <dir>`, or open the demo directory to look around.",
+                    "Point it at one with `sessionscope --dir PATH`, or open the demo directory to look around. "
+                    f"Captured Claude Code and Codex sessions (`sessionscope capture claude-code`) go to "
+                    f"{shown_path(captures_dir())} until a mothx session directory exists: `sessionscope` then opens them.",
                     id="welcome-text",
                     markup=False,
                 )
@@ -106,7 +109,7 @@ class OpenFailedScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         where = shown_path(self.path) if self.path is not None else "the session directory"
-        yield AppHeader()
+        yield AppHeader(show_badge=False)  # nothing is open: no mode to show
         with Center():
             with Vertical(id="welcome-box"):
                 yield Static(data_line(f"Cannot open {where}"), id="welcome-title", markup=False)

@@ -205,9 +205,10 @@ class ExportDialog(ModalScreen["ExportRequest | None"]):
             yield Static("File (outside the session directory):", id="export-label", markup=False)
             yield Input(default_export_path(self.session_id, self.format), id="export-path")
             yield Static(Text("enter or Export writes the file · esc cancels"), id="export-note", markup=False)
+            # tab goes format → path → Export → Cancel (the focus order is the order composed)
             with Horizontal(id="export-buttons"):
-                yield Button("Cancel", id="export-cancel")
                 yield Button("Export", id="export-ok", variant="primary")
+                yield Button("Cancel", id="export-cancel")
 
     def _note(self, text: str, kind: str = "") -> None:
         note = self.query_one("#export-note", Static)
@@ -249,4 +250,5 @@ class ExportDialog(ModalScreen["ExportRequest | None"]):
 
     @on(Button.Pressed, "#export-cancel")
     def action_cancel(self) -> None:
+        notify(self.app, "Export cancelled: no file was written.", timeout=3)
         self.dismiss(None)

@@ -50,9 +50,10 @@ class AppHeader(Widget):
     location: reactive[str] = reactive("")
     badge: reactive[str] = reactive("RW")
 
-    def __init__(self, section: str = "") -> None:
+    def __init__(self, section: str = "", *, show_badge: bool = True) -> None:
         super().__init__()
         self.section = section
+        self.show_badge = show_badge  # False where nothing is open (the Welcome and "Cannot open" screens)
         self._badge_start = 0
 
     def on_mount(self) -> None:
@@ -68,7 +69,7 @@ class AppHeader(Widget):
 
     def render(self) -> Text:
         width = self.size.width
-        badge = f" {one_line(self.badge)} "
+        badge = f" {one_line(self.badge)} " if self.show_badge else ""
         section = f" {one_line(self.section)} " if self.section else ""
         title = f" {TITLE}  "
         room = width - cell_len(title) - cell_len(section) - cell_len(badge) - 1
@@ -89,4 +90,5 @@ class AppHeader(Widget):
         return line
 
     def on_mouse_move(self, event: events.MouseMove) -> None:
-        self.tooltip = BADGE_TOOLTIPS.get(self.badge) if event.x >= self._badge_start else None
+        shown = self.show_badge and event.x >= self._badge_start
+        self.tooltip = BADGE_TOOLTIPS.get(self.badge) if shown else None

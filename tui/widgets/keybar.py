@@ -120,5 +120,5 @@ class KeyBar(Widget):
 
     async def on_click(self, event: events.Click) -> None:
         span = self._span_at(event.x)
-        if span is not None and span.enabled:
+        if span is not None:  # a dimmed key clicked says why, as when it is pressed (SessionscopeApp.run_action)
             await self.app.run_action(span.action, span.node)

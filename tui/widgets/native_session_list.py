@@ -7,9 +7,9 @@ time, newest last record first (:class:`AgentSessionSource` over
 :func:`store.agents.native_catalog.agent_session_page`, one query per page, both ways: ``G`` reads the last page
 directly), so the list holds a few pages however many sessions were captured.
 
-The ``/`` filter: the store has no text filter for captured sessions, so a filtered source walks the same pages
-forward and keeps the rows that match (:func:`matches`); each read scans on until it has a page of matches or
-reaches the end, and only the matches shown are held (up to the list's display cap). The keys the cursor keeps
+The ``/`` filter is on content, as the mothx list's: the store's page query keeps the sessions whose id or any
+stored record holds the text (``/bash`` finds the sessions that called Bash), one query per page both ways
+(:func:`matches` is the same test on a row's shown text, for callers that hold rows). The keys the cursor keeps
 are the agent session ids (``j``/``k``, ``g``/``G``, pages and ``enter`` work the same on either source).
 """
 
@@ -35,14 +35,16 @@ END_KEY: tuple[float, str] = (float("-inf"), "")
 """A keyset position past the oldest captured session (every sort time is above minus infinity): the rows
 ``before`` it are the last page of the newest-first list."""
 
-SCAN_ROWS = 500
-"""Rows read per store query while a filtered source looks for matches."""
+
+
+NO_PROMPT = "(no prompt)"
+"""A captured session whose first records hold no text a user typed (only the agent's own, or tool output)."""
 
 
 def title_cell(row: AgentSessionSummary) -> str:
     if not row.openable:
         return f"⚠ {one_line(row.problem)}"
-    return row.title or row.preview or "(no messages)"
+    return row.title or row.preview or NO_PROMPT
 
 
 def title_style(row: AgentSessionSummary) -> str | None:
@@ -71,9 +73,7 @@ def matches(row: AgentSessionSummary, needle: str) -> bool:
 
 class AgentSessionSource(RowSource["AgentSessionSummary"]):
     """The captured sessions of ``agent``, newest last record first, read by keyset: every call is ONE
-    :func:`~store.agents.native_catalog.agent_session_page` query (reversible). With a ``needle`` the source
-    keeps only the rows that :func:`matches` (forward only: a read walks pages of :data:`SCAN_ROWS` until it has
-    ``limit`` matches or reaches the end).
+    :func:`~store.agents.native_catalog.agent_session_page` query (reversible). With a ``needle`` the store keeps only the sessions whose id or stored records hold it.
 
     A row's key is its stored ``(sort time, agent session id)`` as the page names it (remembered for the rows
     served, up to ``remember``); its ident is the agent session id. ``total``: the caller's count (the grouped
@@ -84,7 +84,7 @@ class AgentSessionSource(RowSource["AgentSessionSummary"]):
         self.sd = sd
         self.agent = agent
         self.needle = needle.strip().lower()
-        self.reversible = not self.needle
+        self.reversible = True
         self._total = None if self.needle else total
         self._keys: LRUCache[str, AgentSessionKey] = LRUCache(remember)
         self._lock = threading.Lock()
@@ -103,27 +103,16 @@ class AgentSessionSource(RowSource["AgentSessionSummary"]):
               limit: int) -> AgentSessionPage:
         from store.agents import native_catalog
 
-        page = native_catalog.agent_session_page(self.sd, self.agent, after=after, before=before, limit=limit)
+        page = native_catalog.agent_session_page(self.sd, self.agent, after=after, before=before, limit=limit,
+                                                 needle=self.needle)
         with self._lock:
             for row, stored in zip(page.rows, page.keys, strict=True):
                 self._keys.set(row.agent_session_id, stored)
         return page
 
     def _forward(self, after: AgentSessionKey | None, limit: int) -> Page[AgentSessionSummary]:
-        if not self.needle:
-            page = self._page(after=after, limit=limit)
-            return Page(page.rows, page.more and bool(page.rows))
-        found: list[AgentSessionSummary] = []
-        while True:
-            page = self._page(after=after, limit=max(limit, SCAN_ROWS))
-            for row in page.rows:
-                if matches(row, self.needle):
-                    found.append(row)
-                    if len(found) == limit:
-                        return Page(tuple(found), True)
-            if not page.more or page.last_key is None:
-                return Page(tuple(found), False)
-            after = page.last_key
+        page = self._page(after=after, limit=limit)
+        return Page(page.rows, page.more and bool(page.rows))
 
     def first(self, limit: int) -> Page[AgentSessionSummary]:
         return self._forward(None, limit)

@@ -62,14 +62,17 @@ def duration_text(seconds: int) -> str:
 
 
 def expiry_text(lease: LeaseSnapshot | None, now: float) -> str:
-    """The lease countdown at ``now``: ``expires in 9 s``, ``expired 3 h ago``, ``released``, or ``""``."""
+    """The lease countdown at ``now``: ``expires in 9 s``, ``expired 3 h ago``, ``until 2100-01-01`` (more than
+    ten years ahead), ``released``, or ``""``."""
     if lease is None:
         return ""
     if lease.state != "active":
         return "released"
     left = lease.expires_at - int(now)
+    if left > times.FAR_FUTURE_S:  # no countdown anyone can use: the date (it fits the column)
+        return f"until {times.from_unix(lease.expires_at, '%Y-%m-%d')}"
     if left > 0:
-        return f"expires in {duration_text(left)}"
+        return f"expires {times.time_left(left)}"
     if left == 0:
         return "expired just now"
     return f"expired {duration_text(-left)} ago"

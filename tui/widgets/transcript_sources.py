@@ -49,6 +49,7 @@ class JumpTarget:
 
     kind: Literal["start", "end", "seq"]
     seq: int = 0
+    section: int = 2  # with "seq": the item key (section, seq) to land on; a head item (section < 2) is read from the start
 
 
 class WindowSource(ABC):
@@ -87,7 +88,7 @@ class WindowSource(ABC):
         if direction == "before":
             return self.before(edge)
         assert target is not None
-        if target.kind == "start":
+        if target.kind == "start" or (target.kind == "seq" and target.section < 2):
             return self.after(None)
         if target.kind == "end":
             return self.before(None)

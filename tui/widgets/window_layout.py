@@ -144,6 +144,22 @@ class WindowLayout(Widget):
             return 0.0, total
         return (0.0 if item.key[0] != SECTION_BODY else item.rank), total
 
+    def cursor_position(self) -> tuple[int, int, bool] | None:
+        """Where the cursor is, for a status line: ``(row, total, last)``: the 1-based row of the cursor's block
+        among the source's ``total`` rows (0 for a head item above the body: an earlier compaction, the
+        summary), and whether it is the last block of the source. None when nothing is shown."""
+        item = self.cursor_item or self.anchor_item
+        total = self._source.total if self._source else 0
+        if item is None or not total or not self._items:
+            return None
+        if item.key[0] != SECTION_BODY:
+            return 0, total, False
+        last_index = len(self._items) - 1
+        while last_index > 0 and self._items[last_index].is_rule:
+            last_index -= 1
+        last = self._hi is None and item.key == self._items[last_index].key
+        return max(1, min(total, int(item.rank) + 1)), total, last
+
     # ------------------------------------------------------------------ lookups and layout
 
     def _index(self, key: tuple[int, int]) -> int | None:
@@ -399,6 +415,20 @@ class WindowLayout(Widget):
                 return
         self._replace(JumpTarget("seq", seq))
 
+    def jump_to_key(self, key: tuple[int, int]) -> None:
+        """Put the item ``key`` (section, seq) at the top: a body key as :meth:`jump_to_seq`, a head item (an
+        earlier compaction, the summary) from the start of the source."""
+        section, seq = key
+        if section >= SECTION_BODY:
+            self.jump_to_seq(seq)
+            return
+        if self._items and self._lo is None:
+            i = bisect.bisect_left(self._keys, key)
+            if i < len(self._items):
+                self._go_to(i)
+                return
+        self._replace(JumpTarget("seq", seq, section))
+
     def _go_to(self, i: int) -> None:
         self._set_anchor(self._clamp((i, 0)))
         j = i
@@ -422,7 +452,7 @@ class WindowLayout(Widget):
             return
         i = 0
         if target.kind == "seq":
-            i = min(bisect.bisect_left(self._keys, (SECTION_BODY, target.seq)), len(self._items) - 1)
+            i = min(bisect.bisect_left(self._keys, (target.section, target.seq)), len(self._items) - 1)
         self._set_anchor(self._clamp((i, 0)))
         j = i
         while j < len(self._items) - 1 and self._items[j].is_rule:
