@@ -53,6 +53,7 @@ from store.mothx.lease_store import check_fence
 from store.mothx.repair_kit import step
 from store.mothx.sessiondir import SessionDir
 from store.safetext import one_line
+from store.words import plural
 
 HEALTHY = "healthy"
 RECONCILING = "reconciling"
@@ -127,7 +128,7 @@ def judge(scan: ScanResult, intents: Iterable[EventIntent]) -> tuple[str, str]:
         return INCONSISTENT, "; ".join(problems)
     blocked = [i for i in intents if i.state == RECOVERY_REQUIRED]
     if blocked:
-        return BLOCKED, f"{len(blocked)} intent(s) need recovery: " + ", ".join(
+        return BLOCKED, f"{plural(len(blocked), 'intent')} need recovery: " + ", ".join(
             f"{one_line(i.id)} (seq {i.seq_from}..{i.seq_to}{': ' + one_line(i.reason) if i.reason else ''})"
             for i in blocked)
     doubt = [i for i in intents if i.state in (PREPARED, APPENDED)]

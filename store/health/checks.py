@@ -31,6 +31,7 @@ from store.mothx.sessiondir import SessionDir
 from store.paths import KNOWLEDGE_DIR
 from store.safetext import one_line
 from store.times import from_unix
+from store.words import plural
 
 WAL_WARN_BYTES = 64 * 1024 * 1024
 MAX_ROWS = 20  # rows per kind of finding (the rest are counted in the last one)
@@ -137,7 +138,7 @@ def rebuild_check(sd: SessionDir) -> HealthCheck:
     if not found:
         return HealthCheck("db.rebuilt", "Database rebuilds", OK, "no migration-failed backup in the directory")
     return HealthCheck("db.rebuilt", "Database rebuilds", WARN,
-                       f"{len(found)} backup(s) from a rebuilt incompatible database: " +
+                       f"{plural(len(found), 'backup')} from a rebuilt incompatible database: " +
                        ", ".join(one_line(n) for n in found[:10]),
                        advice="the sessions before the rebuild are in these files; open one with --dir")
 
@@ -336,7 +337,7 @@ def kb_check(path: Path) -> HealthCheck:
         return HealthCheck(cid, "Knowledge base", WARN,
                            f"{name}: store version {one_line(str(version))} is newer than the {KB_SUPPORTED} known ({size})")
     older = "" if version == KB_SUPPORTED else f"; mothx migrates it to {KB_SUPPORTED} when it opens it"
-    return HealthCheck(cid, "Knowledge base", OK, f"{name}: store version {version}, {bases} base(s), {size}{older}")
+    return HealthCheck(cid, "Knowledge base", OK, f"{name}: store version {version}, {plural(bases, 'base')}, {size}{older}")
 
 
 def reset_check(sd: SessionDir) -> HealthCheck:
@@ -345,6 +346,6 @@ def reset_check(sd: SessionDir) -> HealthCheck:
     leases = active_runtime_leases(sd)
     moved = ", ".join(one_line(f.name) for f, _ in moves) or "nothing"
     stayed = ", ".join(f"{one_line(b.name)}{'/' if b.directory else ''} {human_bytes(b.bytes)}" for b in behind) or "nothing"
-    refused = f"; refused now: {len(leases)} lease(s) still marked active" if leases else ""
+    refused = f"; refused now: {plural(len(leases), 'lease')} still marked active" if leases else ""
     return HealthCheck("reset", "What a reset leaves", OK,
                        f"a reset moves {moved} aside and leaves {stayed}{refused}", "reset-db")

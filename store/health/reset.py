@@ -34,6 +34,7 @@ from store.mothx.schema import create_v43, inspect_schema
 from store.mothx.sessiondir import SessionDir
 from store.paths import SESSIONS_DB
 from store.safetext import one_line
+from store.words import plural
 
 COMPANIONS = ("-wal", "-shm", "-journal")
 
@@ -118,7 +119,7 @@ class ResetDatabase:
         if leases:
             held = "; ".join(f"session {one_line(x.session_id)} {x.describe()}" for x in leases[:5])
             more = f" (and {len(leases) - 5} more)" if len(leases) > 5 else ""
-            return (f"{len(leases)} lease(s) are still marked active: {held}{more}. A reset is refused while any "
+            return (f"{plural(len(leases), 'lease')} still marked active: {held}{more}. A reset is refused while any "
                     "process may be running here; release expired leases first (release-lease).")
         return ""
 

@@ -43,6 +43,7 @@ from store.mothx.delivery_store import (
 from store.mothx.repair_kit import PlannedChange, RepairPreview, RepairResult, damage_refusal, fingerprint, step
 from store.mothx.sessiondir import SessionDir
 from store.safetext import one_line
+from store.words import plural
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ class RetryDelivery:
                                          f"status {one_line(intent.status)} → {status}"))
         left = [s for s in f.siblings if s.id not in ids and s.status == "failed"]
         if left:
-            notes.append(f"{len(left)} other failed operation(s) of the intent stay failed.")
+            notes.append(f"{plural(len(left), 'other failed operation')} of the intent stay failed.")
         return changes, notes
 
     def preview(self) -> RepairPreview:
@@ -164,7 +165,7 @@ class RetryDelivery:
         return RepairResult(
             self.id, f.intent.session_id, expected.target, tuple(changes),
             f"Delivery operation {one_line(f.op.id)} reopened: retry_wait, due now"
-            + (f", with {more} dependent operation(s)" if more else "") + f"; intent {one_line(f.intent.id)} is {status}.")
+            + (f", with {plural(more, 'dependent operation')}" if more else "") + f"; intent {one_line(f.intent.id)} is {status}.")
 
 
 def make_retry_delivery(sd: SessionDir, operation_id: str, *, now: int | None = None) -> RetryDelivery:

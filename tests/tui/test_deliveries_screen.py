@@ -104,7 +104,7 @@ async def test_failures_are_grouped_with_chains_and_countdowns(demo_master: Path
         lst.cursor = index_of(lst, status="failed", code="transport_error")
         await settle_deliveries(pilot)
         facts = "\n".join(line.plain for line in screen.query_one(DeliveryFacts).render().split())
-        assert up.operation_id in facts and "x retries it" in facts and "reopens 1 operation" in facts
+        assert up.operation_id in facts and "X retries it" in facts and "reopens 1 operation" in facts
         assert_clean(app, "the Deliveries screen")
 
 
@@ -123,7 +123,7 @@ async def test_retry_where_not_retryable_says_why_in_one_line(demo_dir: Path, st
         lst = screen.query_one(DeliveryList)
         lst.cursor = index_of(lst, status=status, code=code)
         await settle_deliveries(pilot)
-        await pilot.press("x")
+        await pilot.press("X")
         await settle_deliveries(pilot)
         assert not isinstance(app.screen, ConfirmDialog)
         assert reason in screen.last_error and "\n" not in screen.last_error, screen.last_error
@@ -141,9 +141,9 @@ async def test_retry_through_the_dialog_reopens_the_chain(demo_dir: Path) -> Non
         target = lst.selected
         assert target is not None
         chain = [link.operation_id for link in target.failure.chain]
-        await pilot.press("x")
+        await pilot.press("X")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the retry dialog")
-        await pilot.press("x")  # the key that opened it never confirms
+        await pilot.press("X")  # the key that opened it never confirms
         assert isinstance(app.screen, ConfirmDialog)
         await pilot.press("y")
         await settle_deliveries(pilot)
@@ -163,7 +163,7 @@ async def test_cancel_changes_nothing_and_read_modes_block_the_key(demo_dir: Pat
         lst = screen.query_one(DeliveryList)
         lst.cursor = index_of(lst, status="failed", code="transport_error")
         await settle_deliveries(pilot)
-        await pilot.press("x")
+        await pilot.press("X")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the retry dialog")
         await pilot.press("escape")
         await settle_deliveries(pilot)
@@ -175,7 +175,7 @@ async def test_cancel_changes_nothing_and_read_modes_block_the_key(demo_dir: Pat
         lst = screen.query_one(DeliveryList)
         lst.cursor = index_of(lst, status="failed", code="transport_error")
         await settle_deliveries(pilot)
-        await pilot.press("x")
+        await pilot.press("X")
         await settle_deliveries(pilot)
         assert not isinstance(app.screen, ConfirmDialog) and screen.last_result is None
 
@@ -220,7 +220,7 @@ async def test_a_worker_process_delivers_a_retried_operation_on_screen(demo_dir:
             target = lst.selected
             assert target is not None
             dependent = target.failure.dependents[0].operation_id
-            await pilot.press("x")
+            await pilot.press("X")
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the retry dialog")
             await pilot.press("y")
             await wait_for(pilot, lambda: status_of(lst, dependent) == "delivered",
@@ -261,7 +261,7 @@ async def test_hostile_strings_are_drawn_safely(tmp_path: Path) -> None:
         for i in range(len(lst.rows)):
             lst.cursor = i
             await settle_deliveries(pilot)
-            await pilot.press("x")
+            await pilot.press("X")
             await settle_deliveries(pilot)
             assert_clean(app, f"hostile deliveries, row {i}")
         assert app.is_running

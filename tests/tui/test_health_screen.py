@@ -124,7 +124,7 @@ async def test_rows_name_the_torn_tail_and_the_missing_bytes(demo_dir: Path) -> 
         await select(pilot, screen, torn)
         text = drawn_text(app)
         assert "sessionscope repair reconcile-events" in text
-        await pilot.press("x")  # a write: blocked in a read mode
+        await pilot.press("X")  # a write: blocked in a read mode
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmDialog)
 
@@ -139,7 +139,7 @@ async def test_reconcile_mends_the_torn_one_and_blocks_the_missing_one_and_nothi
         others = {k: v for k, v in rows(screen).items() if k not in (torn, missing)}
         for target in (torn, missing):
             await select(pilot, screen, target)
-            await pilot.press("x")
+            await pilot.press("X")
             await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the dialog")
             assert "Reconcile event intents" in drawn_text(app)
             await pilot.press("y")
@@ -176,7 +176,7 @@ async def test_a_row_without_a_repair_says_why(demo_dir: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_health(pilot)
         await select(pilot, screen, "deliveries.failed")
-        await pilot.press("x")
+        await pilot.press("X")
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmDialog)
         assert any("No repair fixes deliveries.failed" in n for n in notification_texts(app))
@@ -227,7 +227,7 @@ async def test_read_only_screen_writes_nothing(demo_dir: Path) -> None:
         screen = await open_health(pilot)
         torn, _, _ = roles(screen)
         await select(pilot, screen, torn)
-        await pilot.press("x")
+        await pilot.press("X")
         await pilot.press("i")
         await settle_health(pilot)
         await pilot.press("r")
@@ -260,7 +260,7 @@ async def test_hostile_values_are_drawn_as_text(demo_dir: Path) -> None:
         for text in segment_texts(app):
             assert not UNSAFE.search(text), repr(text)
         await select(pilot, screen, row.id)
-        await pilot.press("x")  # refused: the lease expired, the preview is shown in the dialog
+        await pilot.press("X")  # refused: the lease expired, the preview is shown in the dialog
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog) or screen.last_error, "the preview")
         for text in segment_texts(app) + notification_texts(app):
             assert not UNSAFE.search(text), repr(text)
@@ -276,7 +276,7 @@ async def test_reset_is_refused_while_leases_are_active(demo_dir: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_health(pilot)
         await select(pilot, screen, "reset")
-        await pilot.press("x")
+        await pilot.press("X")
         await settle_health(pilot)
         assert not isinstance(app.screen, ConfirmDialog)
         assert "still marked active" in screen.last_error

@@ -6,7 +6,7 @@ here runs SQL: the list reads :mod:`store.mothx.delivery_listing` in its worker,
 ``retry-delivery`` repair of :mod:`store.mothx.delivery_repairs` — the same one ``sessionscope repair
 retry-delivery`` runs.
 
-Retry (``x``; the one write of the screen, on the key of the Runs screen's recover: ``r`` is Refresh on every
+Retry (``X``; the one write of the screen, on the key of the Runs screen's recover: ``r`` is Refresh on every
 screen and must never write): on a retryable row, ``preview()`` in a worker → a
 :class:`~tui.widgets.confirm.ConfirmDialog` with the preview's lines (Cancel has the focus; ``y`` applies) →
 ``apply()`` in a worker → a notification. On any other row one notification says why not (uncertain: it may

@@ -5,7 +5,7 @@ full (its detail, what to do, its repair), the integrity check's progress bar wh
 Nothing here runs SQL: the list's source calls :func:`store.health.run_checks` in the list's worker; the long
 integrity check (:func:`store.health.integrity_check`) runs in a worker of its own, on its own connection.
 
-Keys (the registry's ``health`` scope): ``x`` runs the repair of the selected row, after its preview in a
+Keys (the registry's ``health`` scope): ``X`` runs the repair of the selected row, after its preview in a
 :class:`~tui.widgets.confirm.ConfirmDialog` (Cancel focused; ``reset-db`` also asks for the word ``reset``);
 ``i`` starts the integrity check (a progress bar; ``escape`` cancels it, and goes back when nothing runs);
 ``r`` checks again; ``c`` copies the repair command. A row that no repair fixes says so, and what to do.

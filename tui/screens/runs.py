@@ -4,7 +4,7 @@ Top: :class:`~tui.widgets.run_list.RunList` (every session's runs, or one sessio
 facts and its event timeline (:mod:`tui.widgets.run_timeline`). Nothing here runs SQL: the widgets call
 ``store.mothx.runs`` in thread workers; the repairs come from ``store.mothx.repairs``.
 
-Repairs (``x`` recover an orphan, ``t`` abandon interrupted tool calls, ``L`` release an expired lease) follow one
+Repairs (``X`` recover an orphan, ``T`` abandon interrupted tool calls, ``L`` release an expired lease) follow one
 path: ``preview()`` in a worker → a refused preview is one notification that names the reason (a live lease names
 its holder) → otherwise a :class:`~tui.widgets.confirm.ConfirmDialog` with the preview's lines (Cancel has the
 focus; ``y`` confirms, never the key that opened it) → ``apply()`` in a worker → a notification with the result

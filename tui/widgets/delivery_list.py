@@ -14,7 +14,7 @@ attempt's countdown where it waits (``in 4 s``, ``due``) or the worker's lease (
 from the app's clock (``app.clock``); the screen's one-second timer only repaints the countdowns.
 
 :class:`DeliveryFacts` shows the selected row in full under the list: ids, the chain with each link's status,
-and whether ``x`` can retry it, or the one-line reason it cannot.
+and whether ``X`` can retry it, or the one-line reason it cannot.
 """
 
 from __future__ import annotations
@@ -313,7 +313,7 @@ def fact_lines(row: DeliveryRow | None, now_ms: int) -> list[Text]:
     rule = Text(no_wrap=True, overflow="ellipsis", end="")
     rule.append("retry     ", dim)
     if f.retryable:
-        rule.append("x retries it after a preview", Style(bold=True))
+        rule.append("X retries it after a preview", Style(bold=True))
         more = [d for d in dependents if d.status == "failed" and d.failure_code == "dependency_failed"]
         if more:
             rule.append(f" (and reopens {len(more)} operation{'s' if len(more) != 1 else ''} failed by it)")
