@@ -175,7 +175,13 @@ def child_title(conn: sqlite3.Connection, source: str) -> str:
 
 
 def _dump(obj: object) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str)
+    """Compact JSON text; a lone surrogate in the data (an escape in the source's JSON) stays an escape."""
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=True, default=str)
+    return text
 
 
 def source_rows(conn: sqlite3.Connection, session_id: str, boundary: int) -> list[EntryRow]:

@@ -392,6 +392,10 @@ class RenameSession(_SessionRepair):
     def _own_refusal(self, facts: _SessionFacts) -> str:
         if not self.new_title.strip():
             return "a title needs at least one visible character."
+        try:
+            self.new_title.encode("utf-8")
+        except UnicodeEncodeError:
+            return "the title is not valid UTF-8 (it holds a lone surrogate)."
         if isinstance(facts.extra, list) and facts.extra[1] == self.new_title:
             return f"session {one_line(facts.session_id)} already has this title."
         return ""
