@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,8 +208,10 @@ def unsupported_in(conn: sqlite3.Connection, session_id: str, boundary: int) -> 
 
 
 def _copy(conn: sqlite3.Connection, facts: SourceFacts, boundary: Boundary, options: ForkOptions,
-          child: str) -> ForkResult:
-    """Write the whole child inside the caller's (fenced) write transaction."""
+          child: str, *, make_id: Callable[[], str] = new_id, now: str | None = None) -> ForkResult:
+    """Write the whole child inside the caller's (fenced) write transaction.
+
+    ``make_id`` and ``now`` make the ids and times (the demo passes seeded, fixed ones)."""
     source = facts.session_id
     rows = source_rows(conn, source, boundary.seq)
     seed = len(rows)
@@ -220,10 +223,10 @@ def _copy(conn: sqlite3.Connection, facts: SourceFacts, boundary: Boundary, opti
             ids[row.entry_id] = child
             header_seen = True
         else:
-            ids[row.entry_id] = new_id()
+            ids[row.entry_id] = make_id()
     for t in facts.turns:
-        turn_ids[t.id] = new_id()
-    now = format_rfc3339()
+        turn_ids[t.id] = make_id()
+    now = now or format_rfc3339()
     step("fork.session_row")
     cur = conn.execute(
         "INSERT INTO sessions (id,cwd,timestamp,parent_session,version,channel_type,channel_id,fork_boundary_seq,"
@@ -257,7 +260,7 @@ def _copy(conn: sqlite3.Connection, facts: SourceFacts, boundary: Boundary, opti
         if typ in TURN_TYPES:
             tid = obj.get("turnId")
             if isinstance(tid, str):
-                obj["turnId"] = turn_ids.setdefault(tid, new_id())
+                obj["turnId"] = turn_ids.setdefault(tid, make_id())
         ts = obj.get("timestamp")
         inserts.append((child, new, typ, new_parent, ts if isinstance(ts, str) else row.timestamp, _dump(obj)))
         if typ != "session":
@@ -284,7 +287,7 @@ def _copy(conn: sqlite3.Connection, facts: SourceFacts, boundary: Boundary, opti
                      (child, now, source))
     title = child_title(conn, source)
     step("fork.title")
-    info_id = new_id()
+    info_id = make_id()
     info = {"type": "session_info", "id": info_id, "parentId": last_id, "timestamp": now, "name": title,
             "source": "auto"}
     conn.execute("INSERT INTO entries (session_id, id, type, parent_id, timestamp, data) VALUES (?, ?, ?, ?, ?, ?)",
@@ -541,6 +544,20 @@ def _refusal(preview: ForkPreview) -> RepairRefused:
     return cls(f"Refused: {preview.refusal}") if cls else RepairRefused(f"Refused: {preview.refusal}")
 
 
+def copy_fork(conn: sqlite3.Connection, options: ForkOptions, child: str, *, make_id: Callable[[], str] = new_id,
+              now: str | None = None) -> ForkResult:
+    """The fork's copy inside the caller's write transaction, without a lease: for a cold write nobody else sees
+    yet (the demo builder). Same rules, refusals and remapping as :class:`ForkSession`."""
+    check_request_id(options.request_id)
+    facts = read_source_facts(conn, options.source_session_id)
+    if not facts.exists:
+        raise ForkSessionNotFound(f"source session {one_line(options.source_session_id)} not found.")
+    blocked = refusal_of(facts)
+    if blocked is not None:
+        raise blocked
+    return _copy(conn, facts, resolve(conn, facts, options.at_seq), options, child, make_id=make_id, now=now)
+
+
 def fork_session(sd: SessionDir, options: ForkOptions, *, owner: LeaseOwner | None = None) -> ForkResult:
     """ForkSession of the seed: preview and apply in one call; the ForkResult of the child (or the original one)."""
     repair = ForkSession(sd, options, owner=owner)
@@ -551,5 +568,5 @@ def default_kind(at_seq: int) -> str:
     return KIND_MESSAGE if at_seq else KIND_SESSION
 
 
-__all__ = ["ForkOptions", "ForkResult", "ForkSession", "ForkPreview", "ForkRepairResult", "fork_session",
+__all__ = ["ForkOptions", "ForkResult", "ForkSession", "copy_fork", "ForkPreview", "ForkRepairResult", "fork_session",
            "request_key_hash", "request_fingerprint", "child_title", "latest_title", "default_kind", "TITLE_MODE"]
