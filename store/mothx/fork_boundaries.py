@@ -27,9 +27,17 @@ from store.mothx.entry_model import ENTRY_TYPES, EntryRow, Message, row_from_cel
 from store.mothx.lease_model import LeaseSnapshot
 from store.mothx.lease_store import active_run_ids, read_lease
 from store.mothx.run_events import pending_from_events
-from store.mothx.run_model import EVENT_COLUMNS, ConversationTurn, PendingDecision, event_from_row, has_table
+from store.mothx.run_model import (
+    EVENT_COLUMNS,
+    TURN_COLUMNS,
+    ConversationTurn,
+    PendingDecision,
+    event_from_row,
+    has_table,
+    turn_from_row,
+)
 from store.mothx.schema import RUN_ACTIVE_STATUSES
-from store.mothx.turns import leaf_id, turns_conn
+from store.mothx.turns import leaf_id
 from store.safetext import one_line
 from store.times import parse_rfc3339
 
@@ -185,12 +193,31 @@ def _legacy_windows(conn: sqlite3.Connection, session_id: str) -> tuple[tuple[Wi
     return tuple(windows), ""
 
 
+def _turns(conn: sqlite3.Connection, session_id: str) -> tuple[ConversationTurn, ...]:
+    """The session's turn rows in transcript order: id, status and seqs (what a fork decides by; the copy reads
+    the other columns in SQL). A row whose cells are not of the expected types is read cell by cell (damage named)."""
+    if not has_table(conn, None, "conversation_turns"):
+        return ()
+    rows = conn.execute("SELECT id, status, start_seq, end_seq, typeof(id) = 'text' AND typeof(status) = 'text' "
+                        "AND typeof(start_seq) = 'integer' AND typeof(end_seq) IN ('integer', 'null') "
+                        "FROM conversation_turns WHERE session_id = ? ORDER BY start_seq, id", (session_id,)).fetchall()
+    out = []
+    for tid, status, start, end, plain in rows:
+        if plain:
+            out.append(ConversationTurn(tid, session_id, "", "conversation", status, start, end, "", None))
+        else:
+            full = conn.execute(f"SELECT {TURN_COLUMNS} FROM conversation_turns WHERE session_id = ? AND id IS ?",
+                                (session_id, tid)).fetchone()
+            out.append(turn_from_row(full))
+    return tuple(out)
+
+
 def read_source_facts(conn: sqlite3.Connection, session_id: str) -> SourceFacts:
     """Every fact a fork of ``session_id`` depends on, inside the caller's transaction."""
     exists = conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
     row = conn.execute("SELECT MAX(seq) FROM entries WHERE session_id = ?", (session_id,)).fetchone()
     max_seq = int(row[0]) if row and isinstance(row[0], int) else 0
-    turns = tuple(turns_conn(conn, session_id))
+    turns = _turns(conn, session_id)
     active = tuple(active_run_ids(conn, session_id)) if has_table(conn, None, "session_runs") else ()
     lease = read_lease(conn, session_id)
     problems = tuple(p for t in turns for p in t.problems)

@@ -432,3 +432,47 @@ def test_property_fork_replays_the_source_prefix(tmp_path_factory: pytest.TempPa
                                          res.boundary_seq)
     finally:
         sd.close()
+
+
+def test_a_row_that_does_not_parse_aborts(sd: SessionDir) -> None:
+    b = build(sd, 1)
+    with sd.db.write() as conn:
+        seq, _ = add_entry(conn, b.session_id, "message", {"message": message("user", "x")})
+        conn.execute("UPDATE entries SET data = '{\"type\": \"message\", broken' WHERE seq = ?", (seq,))
+        add_turn(conn, b.session_id, "q", "a")
+    before = _unchanged(sd)
+    repair = ForkSession(sd, ForkOptions(b.session_id, "r"))
+    pv = repair.preview()  # the preview reads the type column only; the copy reads every row's JSON
+    with pytest.raises(ForkUnsupportedEntry, match=f"entry {seq} has invalid JSON"):
+        repair.apply(pv)
+    assert _unchanged(sd) == before
+
+
+def test_columns_that_disagree_with_the_json_follow_the_json(sd: SessionDir) -> None:
+    b = build(sd, 2)
+    with sd.db.write() as conn:  # foreign rows: id, type and parent_id columns that are not copies of the JSON
+        rows = conn.execute("SELECT seq FROM entries WHERE session_id = ? AND type = 'message' ORDER BY seq",
+                            (b.session_id,)).fetchall()
+        conn.execute("UPDATE entries SET id = 'column-id', parent_id = 'nowhere' WHERE seq = ?", (rows[0][0],))
+        conn.execute("UPDATE entries SET type = 'model_change' WHERE seq = ?", (rows[1][0],))
+        conn.execute("UPDATE entries SET data = ' ' || char(10) || data WHERE seq = ?", (rows[2][0],))
+    res = fork_session(sd, ForkOptions(b.session_id, "r"))
+    assert _replay_view(replay(sd, res.session_id)) == _source_prefix(sd, b.session_id, res.boundary_seq)
+    assert not entry_ids(sd, b.session_id) & entry_ids(sd, res.session_id)
+    child = load_rows(sd, res.session_id)
+    assert all(r.id == r.entry_id and r.type == r.entry_type for r in child)
+
+
+def test_lone_surrogate_and_big_numbers_are_kept(sd: SessionDir) -> None:
+    b = build(sd, 1)
+    with sd.db.write() as conn:
+        seq = conn.execute("SELECT MIN(seq) FROM entries WHERE session_id = ? AND type = 'message'",
+                           (b.session_id,)).fetchone()[0]
+        conn.execute("UPDATE entries SET data = json_set(data, '$.n', json('123456789012345678901234567890')) "
+                     "WHERE seq = ?", (seq,))
+        conn.execute("UPDATE entries SET data = replace(data, 'question 1', 'q \\ud83d 1') WHERE seq = ?", (seq,))
+    res = fork_session(sd, ForkOptions(b.session_id, "r"))
+    src = next(r for r in load_rows(sd, b.session_id) if r.seq == seq)
+    kid = next(r for r in load_rows(sd, res.session_id) if r.type == "message")
+    assert "\\ud83d" in kid.data and "123456789012345678901234567890" in kid.data
+    assert (kid.parsed or {})["message"] == (src.parsed or {})["message"]
