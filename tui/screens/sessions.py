@@ -427,6 +427,19 @@ class SessionsScreen(Screen[None]):
 
         self.app.push_screen(RunsScreen(session_id=row.id))
 
+    def action_session_forks(self) -> None:
+        if self.source != SOURCE_MOTHX:
+            notify(self, "Forks are mothx sessions' (sessions.db): switch the list back with the source key.",
+                   severity="warning")
+            return
+        row = self.query_one(SessionList).selected
+        if row is None or self.sd is None:
+            notify(self, "No session is selected.", severity="warning")
+            return
+        from tui.screens.forks import ForksScreen
+
+        self.app.push_screen(ForksScreen(session_id=row.id))
+
     def on_live_changed(self, message: LiveChanged) -> None:
         """Another process changed sessions: re-read the affected rows in place (everything: the windows)."""
         session_list = self.query_one(SessionList)
