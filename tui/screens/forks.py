@@ -139,12 +139,12 @@ class ForksScreen(Screen[None]):
 
     def _titles(self) -> None:
         fam = Text("Fork family of ", style="bold")
-        fam.append(one_line(self.session_id or "(no session)"))
-        fam.append("  ·  tab: turns  ·  enter: open", style="dim")
+        fam.append(one_line(self.session_id or "(no session)") + "  ·  ")
+        fam.append("tab: turns  ·  enter: open", style="dim")
         self.query_one("#family-title", Static).update(fam)
         bnd = Text("Turns of ", style="bold")
-        bnd.append(one_line(self.shown or "(no session)"))
-        bnd.append(" as fork boundaries  ·  f: fork at the selected turn", style="dim")
+        bnd.append(one_line(self.shown or "(no session)") + " as fork boundaries  ·  ")
+        bnd.append("f: fork at the selected turn", style="dim")
         self.query_one("#boundaries-title", Static).update(bnd)
 
     # --- list events ------------------------------------------------------------------------------------------
