@@ -125,14 +125,12 @@ def family_conn(conn: sqlite3.Connection, session_id: str) -> Family:
         members.append(FamilyMember(missing_root, "", 0, "", 0, 0, "", missing=True))
         base = 1
 
-    def walk(row: tuple[str, str, str, int, int], depth: int) -> None:
-        sid, parent, kind, bseq, seed = row
+    stack: list[tuple[tuple[str, str, str, int, int], int]] = [(chain[0], base)]
+    while stack:  # depth first, children by id (a loop, not recursion: a chain may be thousands deep)
+        (sid, parent, kind, bseq, seed), depth = stack.pop()
         members.append(FamilyMember(sid, parent, depth, kind, bseq, seed, latest_title(conn, sid),
                                     selected=sid == session_id))
-        for child in children.get(sid, []):
-            walk(child, depth + 1)
-
-    walk(chain[0], base)
+        stack.extend((child, depth + 1) for child in reversed(children.get(sid, [])))
     return Family(session_id, tuple(members))
 
 

@@ -476,3 +476,17 @@ def test_lone_surrogate_and_big_numbers_are_kept(sd: SessionDir) -> None:
     kid = next(r for r in load_rows(sd, res.session_id) if r.type == "message")
     assert "\\ud83d" in kid.data and "123456789012345678901234567890" in kid.data
     assert (kid.parsed or {})["message"] == (src.parsed or {})["message"]
+
+
+def test_a_deep_chain_of_forks_is_one_family(sd: SessionDir) -> None:
+    b = build(sd, 1)
+    with sd.db.write() as conn:  # a chain 1,500 deep, written as rows (what matters is parent_session)
+        parent = b.session_id
+        for i in range(1500):
+            sid = f"chain{i:011d}"
+            conn.execute("INSERT INTO sessions (id, cwd, timestamp, parent_session, fork_kind, fork_boundary_seq, "
+                         "seed_length) VALUES (?, '/w', 'x', ?, 'session', 1, 1)", (sid, parent))
+            parent = sid
+    fam = family(sd, parent)
+    assert len(fam.members) == 1501 and len(fam.ancestors) == 1500 and fam.members[-1].depth == 1500
+    assert len(family(sd, b.session_id).descendants) == 1500

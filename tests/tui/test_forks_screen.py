@@ -68,8 +68,11 @@ async def test_family_and_boundaries(demo_master: Path) -> None:
         bnd = screen.query_one(BoundaryList)
         assert [c.valid for c in bnd.rows] == [True, True, True]
         assert all(c.boundary_seq >= c.at_seq for c in bnd.rows)
+        assert app.focused is bnd
+        await pilot.press("tab")
+        await pilot.pause()
+        assert app.focused is fam
         # moving the family cursor lists that member's turns
-        fam.focus()
         fam.cursor = 2
         await settle_forks(pilot)
         assert screen.shown == fam.rows[2].session_id
