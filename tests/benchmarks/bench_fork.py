@@ -12,15 +12,24 @@ Alternating, in one process:
 (b) **copy**: one ``INSERT INTO entries … SELECT … FROM entries WHERE session_id = ? AND seq <= ?`` of the same
     rows into another session (ids suffixed), in its own write transaction.
 
-Prints the medians and the ratio (a) ÷ (b); target ≤ 3. Not part of the test run.
+Prints the medians and the ratio (a) ÷ (b); target ≤ 3.
+
+Then, on a fork family of 1,000 sessions (a root with 30 turns, 999 descendants three to a parent, each with a
+title), **Forks screen first paint ÷ minimal Textual app first paint**: fresh processes, alternating, wall time
+from spawning to the child's report that both lists are painted (the screen is the app's first screen; a thread started with the app
+opens the store and does the screen's first read while Textual starts, as the app starts its Sessions screen). Target ≤ 1.5.
+
+Not part of the test run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -91,10 +100,119 @@ def build(folder: Path, entries: int) -> tuple[str, int]:
     return sid, turns[-1][2]
 
 
+def build_family(folder: Path, members: int = 1000) -> str:
+    """A root session with 30 closed turns and ``members - 1`` descendants (three children per parent)."""
+    sid, _ = build(folder, 302)
+    conn = sqlite3.connect(folder / "sessions.db")
+    with conn:
+        for i in range(1, members):
+            child = f"fam{i:013d}"
+            parent = sid if i <= 3 else f"fam{(i - 1) // 3:013d}"
+            conn.execute("INSERT INTO sessions (id, cwd, timestamp, parent_session, version, fork_boundary_seq, "
+                         "seed_length, fork_kind) VALUES (?, '/work/bench', ?, ?, 3, ?, ?, 'message')",
+                         (child, _stamp(NOW + i), parent, 10 * (i % 30) + 1, 10 * (i % 30) + 1))
+            data = json.dumps({"type": "session_info", "id": f"i{child}", "parentId": None,
+                               "timestamp": _stamp(NOW + i), "name": f"Fork {i} of the bench session"})
+            conn.execute("INSERT INTO entries (session_id, id, type, parent_id, timestamp, data) VALUES "
+                         "(?, ?, 'session_info', NULL, ?, ?)", (child, f"i{child}", _stamp(NOW + i), data))
+    conn.close()
+    return sid
+
+
+MINIMAL = """
+from textual.app import App, ComposeResult
+from textual.widgets import Static
+class Minimal(App):
+    def compose(self) -> ComposeResult:
+        yield Static("hello")
+    def on_mount(self) -> None:
+        self.call_after_refresh(self.painted)
+    def painted(self) -> None:
+        print("painted", flush=True)
+        self.exit()
+Minimal().run(headless=True, size=(120, 36))
+"""
+
+FORKS_SCREEN = """
+import sys, threading
+from pathlib import Path
+from textual import work
+from textual.message import Message
+from store.mothx.db import OpenMode
+from tui.app import SessionscopeApp
+from tui.screens.forks import ForksScreen
+from tui.widgets.fork_lists import BoundaryList, FamilyList
+class Opened(Message):
+    def __init__(self, sd, first):
+        super().__init__()
+        self.sd, self.first = sd, first
+class Bench(SessionscopeApp):
+    def __init__(self, path, session_id):
+        super().__init__(None, OpenMode.READ_ONLY, live=False)
+        self.session_id = session_id
+        self.result = None
+        self.done = threading.Event()
+        threading.Thread(target=self._open, args=(path,), daemon=True).start()
+    def _open(self, path) -> None:
+        from store.mothx.sessiondir import open_session_dir
+        from tui.screens.forks import first_read
+        sd = open_session_dir(path, OpenMode.READ_ONLY)
+        self.result = (sd, first_read(sd, self.session_id))
+        self.done.set()
+    def get_default_screen(self):
+        return ForksScreen(self.session_id)
+    def on_load(self) -> None:
+        self._hand_over()
+    @work(thread=True)
+    def _hand_over(self) -> None:
+        self.done.wait()
+        self.post_message(Opened(*self.result))
+    def on_opened(self, message) -> None:
+        self.sd = message.sd
+        self.screen.attach(message.sd, message.first)
+    def on_row_list_loaded(self, message) -> None:
+        fam, bnd = self.screen.query_one(FamilyList), self.screen.query_one(BoundaryList)
+        if fam.loaded and bnd.loaded:
+            self.call_after_refresh(self.painted)
+    def painted(self) -> None:
+        fam, bnd = self.screen.query_one(FamilyList), self.screen.query_one(BoundaryList)
+        assert fam.total == 1000 and len(bnd.rows) == 30, (fam.total, len(bnd.rows))
+        print(f"painted {len(fam.visible_rows())} {len(bnd.visible_rows())}", flush=True)
+        self.exit()
+Bench(Path(sys.argv[1]), sys.argv[2]).run(headless=True, size=(120, 36))
+"""
+
+
+def _spawn(script: str, *args: str) -> float:
+    start = time.perf_counter()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    proc = subprocess.run([sys.executable, "-c", script, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**env, "PYTHONPATH": str(ROOT)})
+    wall = time.perf_counter() - start
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise SystemExit(f"benchmark child failed:\n{proc.stderr[-3000:]}")
+    return wall
+
+
+def first_paint(runs: int) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="bench-fork-family-")) / "sessions"
+    root = build_family(folder)
+    _spawn(FORKS_SCREEN, str(folder), root)  # warm the OS page cache once
+    forks_t: list[float] = []
+    min_t: list[float] = []
+    for _ in range(runs):
+        min_t.append(_spawn(MINIMAL))
+        forks_t.append(_spawn(FORKS_SCREEN, str(folder), root))
+    ma, mb = statistics.median(forks_t), statistics.median(min_t)
+    print(f"Forks screen first paint (family of 1,000) ÷ minimal app first paint: {ma * 1000:.0f} ms ÷ "
+          f"{mb * 1000:.0f} ms = {ma / mb:.2f} over {runs} alternating runs (target ≤ 1.5)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=5)
     ap.add_argument("--entries", type=int, default=50_000)
+    ap.add_argument("--paint-runs", type=int, default=7, help="first-paint processes of each kind (0: skip)")
     args = ap.parse_args(argv)
 
     from store.mothx.fork import ForkOptions, fork_session
@@ -129,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
           f"(min {min(copies) * 1000:.0f}, max {max(copies) * 1000:.0f})")
     pairs = statistics.median(f / c for f, c in zip(forks, copies, strict=True))
     print(f"ratio fork ÷ copy: {fork_ms / copy_ms:.2f} (medians; median of the paired ratios {pairs:.2f}; target ≤ 3)")
+    if args.paint_runs:
+        first_paint(args.paint_runs)
     return 0
 
 

@@ -42,7 +42,7 @@ from tui.widgets.statusbar import StatusBar
 
 if TYPE_CHECKING:
     from store.mothx.fork import ForkPreview, ForkRepairResult, ForkSession
-    from store.mothx.fork_family import TurnCandidate
+    from store.mothx.fork_family import FamilyMember, TurnCandidate
     from store.mothx.sessiondir import SessionDir
 
 
@@ -61,6 +61,24 @@ class ForkFinished(Message):
     result: ForkRepairResult | None
     error: str = ""
     refused: bool = False
+
+
+@dataclass(frozen=True)
+class FirstRead:
+    """The screen's first read of one session: its family and its turns as boundaries."""
+
+    session_id: str
+    members: tuple[FamilyMember, ...]
+    turns: tuple[TurnCandidate, ...]
+
+
+def first_read(sd: SessionDir, session_id: str) -> FirstRead:
+    """Both lists of the Forks screen for ``session_id``, read in one read transaction (any thread)."""
+    from store.mothx.fork_family import candidates_conn, family_conn
+
+    with sd.db.read() as conn:
+        return FirstRead(session_id, family_conn(conn, session_id).members,
+                         tuple(candidates_conn(conn, session_id)[1]))
 
 
 def request_id(source: str, at_seq: int) -> str:
@@ -83,6 +101,7 @@ class ForksScreen(Screen[None]):
         self.session_id = session_id  # the session the screen was opened for
         self.shown: str | None = session_id  # the family member whose turns are listed
         self._busy = False
+        self._first: FirstRead | None = None
         self.last_result: ForkRepairResult | None = None
         self.last_error = ""
 
@@ -97,13 +116,21 @@ class ForksScreen(Screen[None]):
         yield KeyBar()
 
     def on_mount(self) -> None:
-        self.sd = store(self)
+        sd = store(self)
         if self.session_id is None:
             self.session_id = self._sessions_selection()
             self.shown = self.session_id
-        if self.sd is None:
-            self.query_one(StatusBar).count = "No session directory is open."
+        if sd is None:
+            self.query_one(StatusBar).count = "Opening the session directory…"
+            self._titles()
             return
+        self.attach(sd)
+
+    def attach(self, sd: SessionDir, first: FirstRead | None = None) -> None:
+        """Show the forks of ``sd`` (called on mount, or once the store opened when this is the first screen);
+        ``first`` is :func:`first_read` of this screen's session, done already (e.g. while the app started)."""
+        self.sd = sd
+        self._first = first
         if self.session_id is None:
             self.query_one(FamilyList).show_message("No session is selected: pick one on the Sessions screen, then F.")
             self.query_one(BoundaryList).show_message("")
@@ -127,14 +154,17 @@ class ForksScreen(Screen[None]):
     def _load(self) -> None:
         if self.sd is None or self.session_id is None:
             return
-        self.query_one(FamilyList).show_family(self.sd, self.session_id)
-        self._show_boundaries(self.shown or self.session_id)
+        first, self._first = self._first, None
+        if first is not None and first.session_id != self.session_id:
+            first = None
+        self.query_one(FamilyList).show_family(self.sd, self.session_id, first.members if first else None)
+        self._show_boundaries(self.shown or self.session_id, first.turns if first else None)
 
-    def _show_boundaries(self, session_id: str) -> None:
+    def _show_boundaries(self, session_id: str, rows: tuple[TurnCandidate, ...] | None = None) -> None:
         if self.sd is None:
             return
         self.shown = session_id
-        self.query_one(BoundaryList).show_session(self.sd, session_id)
+        self.query_one(BoundaryList).show_session(self.sd, session_id, rows)
         self._titles()
 
     def _titles(self) -> None:
@@ -301,4 +331,4 @@ class ForksScreen(Screen[None]):
         self._open(message.result.fork.session_id)
 
 
-__all__ = ["ForksScreen", "request_id", "ForkPreviewReady", "ForkFinished"]
+__all__ = ["ForksScreen", "FirstRead", "first_read", "request_id", "ForkPreviewReady", "ForkFinished"]

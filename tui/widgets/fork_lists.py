@@ -33,10 +33,11 @@ class StoreSource(RowSource[T], Generic[T]):
 
     reversible = True
 
-    def __init__(self, load: Callable[[], Sequence[T]], key: Callable[[T], Key]) -> None:
+    def __init__(self, load: Callable[[], Sequence[T]], key: Callable[[T], Key],
+                 rows: Sequence[T] | None = None) -> None:
         self._load = load
         self._key = key
-        self._rows: ListSource[T] | None = None
+        self._rows: ListSource[T] | None = None if rows is None else ListSource(rows, key)  # read already
         self._lock = threading.Lock()
 
     def _list(self) -> ListSource[T]:
@@ -93,10 +94,11 @@ class FamilyList(RowList["FamilyMember"]):
                    style=lambda r: None if r.title else "dim"),
         ]
 
-    def show_family(self, sd: SessionDir, session_id: str) -> None:
+    def show_family(self, sd: SessionDir, session_id: str, rows: Sequence[FamilyMember] | None = None) -> None:
+        """Read the family of ``session_id`` (``rows``: read already, e.g. while the app started)."""
         from store.mothx.fork_family import family
 
-        self.set_source(StoreSource(lambda: family(sd, session_id).members, key=lambda m: m.session_id))
+        self.set_source(StoreSource(lambda: family(sd, session_id).members, key=lambda m: m.session_id, rows=rows))
 
 
 def _verdict(row: TurnCandidate) -> Text:
@@ -125,10 +127,12 @@ class BoundaryList(RowList["TurnCandidate"]):
     def row_style(self, row: TurnCandidate) -> str | None:
         return None if row.valid else "dim"
 
-    def show_session(self, sd: SessionDir, session_id: str) -> None:
+    def show_session(self, sd: SessionDir, session_id: str, rows: Sequence[TurnCandidate] | None = None) -> None:
+        """Read the turns of ``session_id`` as boundaries (``rows``: read already)."""
         from store.mothx.fork_family import candidates
 
-        self.set_source(StoreSource(lambda: candidates(sd, session_id), key=lambda c: (c.index, c.turn_id)))
+        self.set_source(StoreSource(lambda: candidates(sd, session_id), key=lambda c: (c.index, c.turn_id),
+                                    rows=rows))
 
 
 __all__ = ["StoreSource", "FamilyList", "BoundaryList"]
