@@ -139,15 +139,13 @@ class ForksScreen(Screen[None]):
         self._load()
 
     def _sessions_selection(self) -> str | None:
-        from tui.screens.sessions import SessionsScreen
+        """The session under the cursor of the Sessions screen below this one (its session list), if any."""
         from tui.widgets.session_list import SessionList
 
         for screen in reversed(self.app.screen_stack):
-            if isinstance(screen, SessionsScreen):
-                try:
-                    row = screen.query_one(SessionList).selected
-                except Exception:  # noqa: BLE001 - a Sessions screen showing another source
-                    return None
+            lists = screen.query(SessionList)
+            if lists:
+                row = lists.first().selected
                 return row.id if row is not None else None
         return None
 

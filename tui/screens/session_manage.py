@@ -14,16 +14,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tui import actions
 from tui.formatting import describe_error, one_line
 from tui.safe import notify
 
+SessionsScreen = Any
+"""The Sessions screen (not imported: it imports this module; it has ``sd``, ``current_query()``,
+``action_refresh()``, ``_manage_busy`` and a :class:`SessionList`)."""
+
 if TYPE_CHECKING:
     from store.mothx.repair_kit import Repair, RepairPreview
     from store.mothx.sessiondir import SessionDir
-    from tui.screens.sessions import SessionsScreen
     from tui.widgets.session_list import SessionList
 
 
@@ -124,7 +127,7 @@ def make(sd: SessionDir, job: Job, ids: tuple[str, ...]) -> Repair:
 
 
 def _start(screen: SessionsScreen, sd: SessionDir, job: Job) -> None:
-    screen._manage_busy = True  # type: ignore[attr-defined]
+    screen._manage_busy = True
     query = screen.current_query()
 
     def work() -> None:
@@ -196,8 +199,8 @@ def _confirm(screen: SessionsScreen, sd: SessionDir, job: Job, repair: Repair, p
 
 
 def _done(screen: SessionsScreen, job: Job, message: str | None, error: str, _sid: str = "") -> None:
-    screen._manage_busy = False  # type: ignore[attr-defined]
-    screen.manage_last = (message, error)  # type: ignore[attr-defined]
+    screen._manage_busy = False
+    screen.manage_last = (message, error)
     if message is not None:
         lst = _list(screen)
         for i in job.ids:
