@@ -21,8 +21,8 @@ entry becomes ``null``; an entry whose JSON does not parse (or is no object) abo
 type — the preview checks the ``type`` column, the copy every row's JSON.
 
 The copy runs in SQLite (one ``INSERT … SELECT`` through temporary id maps, the JSON rewritten with ``json_set``,
-so every other byte of an entry — escapes, big numbers — stays as it was): 50,000 entries fork in about 2.5× the
-time of copying the same rows unchanged (``tests/benchmarks/bench_fork.py``). Entry identities follow
+so every other byte of an entry — escapes, big numbers — stays as it was): 50,000 entries fork in 2.5–3.4× the
+time of copying the same rows unchanged (``tests/benchmarks/bench_fork.py``; the spread is the load of the machine). Entry identities follow
 :mod:`store.mothx.entries`: the JSON ``id`` / ``type`` when they are strings, else the columns. Known limit: a row
 whose JSON repeats a top-level key (no writer produces one) is read as SQLite reads it (the first value).
 """
