@@ -346,7 +346,7 @@ def is_current_demo(target_dir: Path) -> bool:
 # called in this order once the sessions and knowledge bases are written; it adds what its screen needs (rows
 # through raw SQL on ``root / SESSIONS_DB``, files under ``root``), deterministically (no clock, no randomness
 # but a seeded ``random.Random``). Its source is part of :func:`demo_fingerprint`, like every module here.
-DEMO_PARTS: tuple[str, ...] = ("store.demo.tools", "store.demo.events", "store.demo.deliveries")
+DEMO_PARTS: tuple[str, ...] = ("store.demo.tools", "store.demo.events", "store.demo.deliveries", "store.demo.forks")
 
 
 def _generate(root: Path) -> None:

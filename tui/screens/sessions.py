@@ -60,7 +60,8 @@ FACET_TITLES = {"cwd": "work dir", "project_id": "project", "channel_type": "cha
 SOURCE_MOTHX = "mothx"
 AGENT_ORDER = ("claude-code", "codex")
 SOURCE_TITLES = {SOURCE_MOTHX: "mothx sessions", "claude-code": "Claude Code", "codex": "Codex"}
-MOTHX_ONLY_ACTIONS = frozenset({"cycle_sort", "reverse_sort", "pick_facet", "session_runs"})
+MOTHX_ONLY_ACTIONS = frozenset({"cycle_sort", "reverse_sort", "pick_facet", "session_runs", "delete_sessions",
+                                "toggle_pin", "set_project", "rename_session"})
 """Keys that act on mothx sessions only (dimmed while a captured agent's sessions are listed)."""
 
 
@@ -439,6 +440,41 @@ class SessionsScreen(ReportsWorkerFailures, Screen[None]):
         from tui.screens.runs import RunsScreen
 
         self.app.push_screen(RunsScreen(session_id=row.id))
+
+    # --- session management (tui.screens.session_manage: fenced, previewed repairs) -----------------------------
+
+    def action_delete_sessions(self) -> None:
+        from tui.screens import session_manage
+
+        session_manage.begin(self, "delete")
+
+    def action_toggle_pin(self) -> None:
+        from tui.screens import session_manage
+
+        session_manage.begin(self, "pin")
+
+    def action_set_project(self) -> None:
+        from tui.screens import session_manage
+
+        session_manage.begin(self, "project")
+
+    def action_rename_session(self) -> None:
+        from tui.screens import session_manage
+
+        session_manage.begin(self, "rename")
+
+    def action_session_forks(self) -> None:
+        if self.source != SOURCE_MOTHX:
+            notify(self, "Forks are mothx sessions' (sessions.db): switch the list back with the source key.",
+                   severity="warning")
+            return
+        row = self.query_one(SessionList).selected
+        if row is None or self.sd is None:
+            notify(self, "No session is selected.", severity="warning")
+            return
+        from tui.screens.forks import ForksScreen
+
+        self.app.push_screen(ForksScreen(session_id=row.id))
 
     def on_live_changed(self, message: LiveChanged) -> None:
         """Another process changed sessions: re-read the affected rows in place (everything: the windows)."""

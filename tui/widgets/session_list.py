@@ -200,10 +200,30 @@ class SessionList(RowList["SessionSummary"]):
     PAGE_SIZE: ClassVar[int] = WINDOW
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, columns=session_columns(), empty_text="No sessions.", loading_text=OPENING_TEXT)
+        self.marked: dict[str, None] = {}  # sessions marked with space for a bulk action, in marking order
+        columns = session_columns()
+        columns[0] = Column("pin", "", self._mark_cell, min_width=1, style=lambda r: "accent")
+        super().__init__(id=id, columns=columns, empty_text="No sessions.", loading_text=OPENING_TEXT)
+
+    def _mark_cell(self, row: SessionSummary) -> str:
+        return "✓" if row.id in self.marked else ("*" if row.pinned else "")
 
     def row_style(self, row: SessionSummary) -> str | None:
-        return "damaged" if row.problems else None
+        if row.problems:
+            return "damaged"
+        return "mark" if row.id in self.marked else None
+
+    def action_toggle_mark(self) -> None:
+        """Mark (or unmark) the session under the cursor for a bulk action, and move down one row."""
+        row = self.selected
+        if row is None:
+            return
+        if row.id in self.marked:
+            del self.marked[row.id]
+        else:
+            self.marked[row.id] = None
+        self.refresh_cells()
+        self.action_cursor_down()
 
     # --- data -------------------------------------------------------------------------------------------------
 
