@@ -6,11 +6,11 @@ BoundaryList`, the turns of the family member under the family cursor, each vali
 up to) or invalid with the rule that forbids it. ``tab`` moves between the two lists; ``enter`` opens the
 session of the row as a transcript.
 
-``f`` forks the session at the turn under the boundary cursor (a ``message`` fork at the turn's final assistant
+``X`` forks the session at the turn under the boundary cursor (a ``message`` fork at the turn's final assistant
 message, reference 14) on the one repair path: ``preview()`` in a worker → refused: one notification naming the
 rule → otherwise a :class:`~tui.widgets.confirm.ConfirmDialog` with the preview (the entries to copy, the new
 title; Cancel focused, ``y`` confirms) → ``apply()`` in a worker → the child's transcript opens. The request id is
-``tui:<source>:<seq>``, so forking the same boundary again returns the same child (and says so). ``f`` is
+``tui:<source>:<seq>``, so forking the same boundary again returns the same child (and says so). ``X`` is
 declared ``writes=True``: the read modes show it dimmed and block it.
 
 Opened from Sessions with ``F`` (the session under the cursor), or from ``:`` (the session the Sessions screen
@@ -87,7 +87,7 @@ def request_id(source: str, at_seq: int) -> str:
 
 
 class ForksScreen(Screen[None]):
-    """A session's fork family and fork boundaries; ``f`` forks at the selected boundary after a preview."""
+    """A session's fork family and fork boundaries; ``X`` forks at the selected boundary after a preview."""
 
     CSS_PATH = Path(__file__).with_name("forks.tcss")
     ACTION_SCOPE: ClassVar[str] = "forks"
