@@ -15,7 +15,7 @@ from pathlib import Path
 
 from store.errors import ReadOnlyStore, RepairRefused
 from store.knowledge.base import open_for_write, open_store, read_base
-from store.knowledge.publish import prune
+from store.knowledge.publish import fk_deferred_write, prune
 from store.mothx.db import OpenMode
 from store.mothx.repair_kit import PlannedChange, RepairPreview, RepairResult, fingerprint, step
 from store.safetext import one_line
@@ -80,7 +80,7 @@ class ClearIndexRepair:
     def apply(self, expected: RepairPreview | None = None) -> RepairResult:
         if self.mode.is_read:
             raise ReadOnlyStore(f"Refused: the session directory is open {self.mode.value} (read-only).")
-        with open_for_write(self.root, self.base_id, self.applied_at) as store, store.db.write() as conn:
+        with open_for_write(self.root, self.base_id, self.applied_at) as store, fk_deferred_write(store) as conn:
             step("read facts")
             now = self._plan(*_facts(conn, self.base_id))
             if expected is not None and now.fingerprint != expected.fingerprint:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -27,11 +28,15 @@ from store.knowledge.base import (
 )
 from store.knowledge.model import (
     PATH_SAMPLE,
+    Chunk,
     DiffSummary,
+    Edge,
+    Evidence,
     FileGraph,
     GraphSnapshot,
     KFile,
     KnowledgeBase,
+    Node,
     ReusePlan,
     Snapshot,
     Source,
@@ -125,43 +130,53 @@ def reuse_plan(conn: sqlite3.Connection, layout: Layout, base: KnowledgeBase, ma
     except KnowledgeBaseUnindexed:
         return ReusePlan(base.config_revision, "", {})
     wanted = {f.relative_path: f for f in manifest}
+    files = {f.id: f for f in _files(conn, snap.id)
+             if f.relative_path in wanted and wanted[f.relative_path].identity == f.identity}
+    if not files:
+        return ReusePlan(base.config_revision, snap.id, {})
+    # one pass over the snapshot's rows: which files every node's and edge's evidence lies in
+    chunk_file: dict[str, str] = {}
+    chunks: dict[str, list[Chunk]] = {fid: [] for fid in files}
+    for row in conn.execute("SELECT c.id, c.snapshot_id, c.file_id, '', c.ordinal, c.text, c.start_line, c.end_line, "
+                            "c.content_sha256 FROM knowledge_chunks c WHERE c.snapshot_id = ? ORDER BY c.file_id, "
+                            "c.ordinal", (snap.id,)):
+        chunk_file[str(row[0])] = str(row[2])
+        if str(row[2]) in files:
+            chunks[str(row[2])].append(replace(_chunk(row), relative_path=files[str(row[2])].relative_path))
+    owners: dict[str, set[str]] = {}
+    evidence_of: dict[str, list[Evidence]] = {}
+    for row in conn.execute(f"SELECT {EVIDENCE_COLUMNS} FROM knowledge_evidence WHERE snapshot_id = ? ORDER BY id",
+                            (snap.id,)):
+        ev = _evidence(row)
+        owner = ev.node_id or ev.edge_id
+        owners.setdefault(owner, set()).add(chunk_file.get(ev.chunk_id, ""))
+        if ev.node_id and ev.edge_id:
+            owners.setdefault(ev.edge_id, set()).add(chunk_file.get(ev.chunk_id, ""))
+        evidence_of.setdefault(chunk_file.get(ev.chunk_id, ""), []).append(ev)
+    node_file: dict[str, str] = {}
+    nodes: dict[str, list[Node]] = {fid: [] for fid in files}
+    for row in conn.execute(f"{_node_sql(layout)} WHERE snapshot_id = ? ORDER BY id", (snap.id,)):
+        where = owners.get(str(row[0]), set())
+        if len(where) == 1:
+            (fid,) = where
+            if fid in files:
+                node_file[str(row[0])] = fid
+                nodes[fid].append(_node(row))
+    edges: dict[str, list[Edge]] = {fid: [] for fid in files}
+    for row in conn.execute(f"SELECT {EDGE_COLUMNS} FROM knowledge_edges WHERE snapshot_id = ? ORDER BY id", (snap.id,)):
+        edge = _edge(row)
+        where = owners.get(edge.id, set())
+        fid = node_file.get(edge.from_node_id, "")
+        if fid and node_file.get(edge.to_node_id) == fid and where == {fid}:
+            edges[fid].append(edge)
     plan: dict[str, FileGraph] = {}
-    for old in _files(conn, snap.id):
-        new = wanted.get(old.relative_path)
-        if new is None or new.identity != old.identity:
-            continue
-        chunks = [_chunk(r) for r in conn.execute(
-            "SELECT c.id, c.snapshot_id, c.file_id, ?, c.ordinal, c.text, c.start_line, c.end_line, c.content_sha256 "
-            "FROM knowledge_chunks c WHERE c.file_id = ? ORDER BY c.ordinal", (old.relative_path, old.id))]
-        chunk_ids = {c.id for c in chunks}
-        evidence = [_evidence(r) for r in conn.execute(
-            f"SELECT {', '.join('e.' + c.strip() for c in EVIDENCE_COLUMNS.split(','))} FROM knowledge_evidence e "
-            "JOIN knowledge_chunks c ON c.id = e.chunk_id WHERE c.file_id = ? ORDER BY e.id", (old.id,))]
-        node_ids = {e.node_id for e in evidence if e.node_id}
-        edge_ids = {e.edge_id for e in evidence if e.edge_id}
-        # a node or edge is the file's own only when every evidence row of it lies in the file
-        for column, ids in (("node_id", node_ids), ("edge_id", edge_ids)):
-            for ident in sorted(ids):
-                outside = conn.execute(
-                    f"SELECT 1 FROM knowledge_evidence e JOIN knowledge_chunks c ON c.id = e.chunk_id "
-                    f"WHERE e.snapshot_id = ? AND e.{column} = ? AND c.file_id <> ? LIMIT 1",
-                    (snap.id, ident, old.id)).fetchone()
-                if outside:
-                    ids.discard(ident)
-        nodes = [_node(r) for r in conn.execute(f"{_node_sql(layout)} WHERE snapshot_id = ? ORDER BY id", (snap.id,))
-                 if str(r[0]) in node_ids] if node_ids else []
-        edges = []
-        for ident in sorted(edge_ids):
-            row = conn.execute(f"SELECT {EDGE_COLUMNS} FROM knowledge_edges WHERE id = ?", (ident,)).fetchone()
-            if row is not None:
-                edge = _edge(row)
-                if edge.from_node_id in node_ids and edge.to_node_id in node_ids:
-                    edges.append(edge)
-        kept_edges = {e.id for e in edges}
-        evidence = [e for e in evidence if (e.node_id in node_ids) or (e.edge_id and e.edge_id in kept_edges)]
-        evidence = [e for e in evidence if not e.edge_id or e.edge_id in kept_edges]
-        assert all(c in chunk_ids for c in (e.chunk_id for e in evidence))
-        plan[old.relative_path] = FileGraph(file=old, chunks=chunks, nodes=nodes, edges=edges, evidence=evidence)
+    for fid, f in files.items():
+        own_nodes = {n.id for n in nodes[fid]}
+        own_edges = {e.id for e in edges[fid]}
+        evidence = [e for e in evidence_of.get(fid, [])
+                    if (e.node_id in own_nodes if e.node_id else e.edge_id in own_edges)]
+        plan[f.relative_path] = FileGraph(file=f, chunks=chunks[fid], nodes=nodes[fid], edges=edges[fid],
+                                          evidence=evidence)
     return ReusePlan(base.config_revision, snap.id, plan)
 
 
@@ -184,7 +199,7 @@ def store_snapshot(store: KnowledgeStore, graph: GraphSnapshot, finished_at: str
     snap = replace(graph.snapshot, status="completed", file_count=len(graph.files), chunk_count=len(graph.chunks),
                    node_count=len(graph.nodes), edge_count=len(graph.edges), finished_at=finished_at,
                    diff=graph.diff, discovery=graph.discovery)
-    with store.db.write() as conn:
+    with fk_deferred_write(store) as conn:
         base = read_base(conn, store.layout, store.base_id, store.path)
         if base.config_revision != graph.base_config_revision:
             raise RepairRefused(f"Refused: the configuration of knowledge base {base.id} changed while it was indexed "
@@ -228,14 +243,43 @@ def store_snapshot(store: KnowledgeStore, graph: GraphSnapshot, finished_at: str
     return snap
 
 
+PRUNED_TABLES = ("knowledge_evidence", "knowledge_entity_aliases", "knowledge_edges", "knowledge_nodes",
+                 "knowledge_chunk_fts", "knowledge_chunks", "knowledge_files")
+
+
 def prune(conn: sqlite3.Connection, base_id: str, keep: str) -> int:
-    """Delete every snapshot of the base but ``keep`` (FTS rows explicitly, the rest by cascade)."""
+    """Delete every snapshot of the base but ``keep``, with every row of theirs.
+
+    The rows are deleted table by table through the ``snapshot_id`` indexes (what the cascade would delete):
+    the reference's indexes all lead with ``snapshot_id``, so a cascade from a node or chunk would scan the
+    whole child table once per deleted row. Run it inside :func:`fk_deferred_write`.
+    """
     others = [str(r[0]) for r in conn.execute("SELECT id FROM knowledge_index_snapshots WHERE knowledge_base_id = ? "
                                               "AND id <> ?", (base_id, keep))]
-    conn.execute("DELETE FROM knowledge_chunk_fts WHERE snapshot_id <> ?", (keep,))
+    tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     for snapshot_id in others:
+        for table in PRUNED_TABLES:
+            if table in tables:
+                conn.execute(f"DELETE FROM {table} WHERE snapshot_id = ?", (snapshot_id,))
         conn.execute("DELETE FROM knowledge_index_snapshots WHERE id = ?", (snapshot_id,))
+    conn.execute("DELETE FROM knowledge_chunk_fts WHERE snapshot_id <> ?", (keep,))  # FTS rows of no snapshot
     return len(others)
+
+
+@contextmanager
+def fk_deferred_write(store: KnowledgeStore) -> Iterator[sqlite3.Connection]:
+    """A write transaction whose foreign keys are checked once, at its end (``PRAGMA foreign_key_check``; any
+    violation rolls it back), instead of row by row: see :func:`prune`."""
+    store.db.conn.execute("PRAGMA foreign_keys = OFF")
+    try:
+        with store.db.write() as conn:
+            yield conn
+            bad = conn.execute("PRAGMA foreign_key_check").fetchmany(3)
+            if bad:
+                raise StoreError(f"{store.path.name}: the write would leave rows without their parent ({bad}); "
+                                 "nothing was written.")
+    finally:
+        store.db.conn.execute("PRAGMA foreign_keys = ON")
 
 
 def open_base_for_write(root: Path, base_id: str, applied_at: str) -> KnowledgeStore:
