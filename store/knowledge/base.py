@@ -267,3 +267,11 @@ def create_base(root: Path, base_id: str, *, name: str, root_dir: str, preproces
         db.close()
         raise
     return KnowledgeStore(base_id=base_id, path=path, db=db, layout=layout)
+
+
+def mode_of(mode: OpenMode, writable: bool) -> OpenMode:
+    """The mode a knowledge base opens in for a session directory open in ``mode`` (``writable``: whether its
+    store may be written): read-write only where the directory may be written."""
+    if mode.is_read:
+        return mode
+    return OpenMode.READ_WRITE if writable else OpenMode.READ_ONLY

@@ -65,7 +65,7 @@ class ClearIndexRepair:
             changes.append(PlannedChange("row", "knowledge_index_snapshots", one_line(sid), "delete",
                                          f"{status} snapshot: {files} files, {chunks} chunks, {nodes} nodes, "
                                          f"{edges} edges (with their evidence)"))
-        refusal = f"the session directory is open {self.mode.value}" if self.mode.is_read else ""
+        refusal = ""  # a read mode is refused by apply() (and by the command line and the screen before it)
         notes = () if changes else ("the base is unindexed already: nothing to clear",)
         return RepairPreview(repair_id=self.id, title=self.title, session_id="", target=f"knowledge base {bid}",
                              changes=tuple(changes), notes=notes, refusal=refusal,

@@ -233,10 +233,13 @@ class Evidence:
     start_line: int
     end_line: int
     confidence: float = 1.0
+    relative_path: str = ""  # the file of the chunk (filled in by a query)
 
     def to_json(self) -> dict[str, object]:
         data: dict[str, object] = {"id": self.id, "snapshotId": self.snapshot_id, "chunkId": self.chunk_id,
                                    "startLine": self.start_line, "endLine": self.end_line, "confidence": self.confidence}
+        if self.relative_path:
+            data["relativePath"] = self.relative_path
         if self.node_id:
             data["nodeId"] = self.node_id
         if self.edge_id:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -254,6 +255,13 @@ def run_query(conn: sqlite3.Connection, layout: Layout, base_id: str, path: Path
              and e.from_node_id in loaded and e.to_node_id in loaded]
     kept_edges = {e.id for e in edges}
     evidence = [ev for ev in evidence if (ev.node_id and ev.node_id not in gone) or (ev.edge_id in kept_edges)]
+    paths = {c.id: c.relative_path for c in chunks}
+    missing = sorted({ev.chunk_id for ev in evidence if ev.chunk_id not in paths})
+    for part in _batches(missing):
+        paths.update((str(r[0]), str(r[1])) for r in conn.execute(
+            f"SELECT c.id, kf.relative_path FROM knowledge_chunks c JOIN knowledge_files kf ON kf.id = c.file_id "
+            f"WHERE c.id IN ({_marks(len(part))})", tuple(part)))
+    evidence = [replace(ev, relative_path=paths.get(ev.chunk_id, "")) for ev in evidence]
     wanted = set(dict.fromkeys(terms))
 
     def node_order(node: Node) -> tuple[int, int, str, str]:
@@ -266,6 +274,9 @@ def run_query(conn: sqlite3.Connection, layout: Layout, base_id: str, path: Path
 
     kept.sort(key=node_order)
     edges.sort(key=edge_order)
+    rank = {n.id: i for i, n in enumerate(kept)}
+    rank.update({e.id: len(rank) + i for i, e in enumerate(edges)})
+    evidence.sort(key=lambda ev: (rank.get(ev.node_id or ev.edge_id, len(rank)), ev.relative_path, ev.start_line, ev.id))
     # evidence cited by a returned chunk that is not among the hits is still shown with its file and lines
     uncertainties: list[Uncertainty] = []
     if truncated:
