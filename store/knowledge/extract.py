@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import posixpath
 import re
+import warnings
 from dataclasses import dataclass, field
 
 MAX_CHUNK_LINES = 120
@@ -134,7 +135,9 @@ def extract_python(work: FileWork, text: str) -> None:
     lines = text.split("\n")
     mod = module_name(work.path)
     try:
-        tree = ast.parse(text, filename=work.path)
+        with warnings.catch_warnings():  # an odd escape in the file is the file's business, not a warning of ours
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text, filename=work.path)
     except (SyntaxError, ValueError):
         tree = None
     top = [] if tree is None else [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
