@@ -285,8 +285,13 @@ def assemble(snapshot: Snapshot, works: list[FileWork], revision: int) -> GraphS
 
 
 def index_folder(session_root: Path, source: Path, name: str, mode: OpenMode, *,
-                 now: Callable[[], str] | None = None) -> IndexReport:
-    """Index ``source`` into the base named ``name`` of the session directory ``session_root``."""
+                 now: Callable[[], str] | None = None, base_id: str | None = None,
+                 recorded_root: str | None = None) -> IndexReport:
+    """Index ``source`` into the base named ``name`` of the session directory ``session_root``.
+
+    ``now`` gives the timestamps (the start, then the finish; the demo passes fixed ones); ``base_id`` replaces
+    the id made from ``name``; ``recorded_root`` is the folder written as the base's ``root_dir`` when it is not
+    ``source`` itself (the demo indexes its package data under the made-up project's path)."""
     clock = now or format_rfc3339
     if mode.is_read:
         raise ReadOnlyStore(f"Refused: the session directory is open {mode.value}; kb index writes "
@@ -294,20 +299,23 @@ def index_folder(session_root: Path, source: Path, name: str, mode: OpenMode, *,
     source = Path(os.path.normpath(Path(source).expanduser().absolute()))
     if not source.is_dir():
         raise StoreError(f"{source} is not a folder.")
-    base_id = base_id_for(name)
+    base_id = base_id or base_id_for(name)
+    if not BASE_ID.match(base_id):
+        raise StoreError(f"'{base_id}' is not a knowledge base id (letters, digits, '.', '_', '-').")
+    root_text = recorded_root or str(source)
     began = time.perf_counter()
     started = clock()
     created = not base_path(session_root, base_id).exists()
     if created:
-        store = create_base(session_root, base_id, name=name, root_dir=str(source), preprocess_profile="mixed",
+        store = create_base(session_root, base_id, name=name, root_dir=root_text, preprocess_profile="mixed",
                             created_at=started)
     else:
         store = open_for_write(session_root, base_id, started)
     with store:
         with store.read() as conn:
             base = read_base(conn, store.layout, base_id, store.path)
-            if base.root_dir != str(source):
-                raise StoreError(f"knowledge base {base_id} indexes {base.root_dir}, not {source}; choose another "
+            if base.root_dir != root_text:
+                raise StoreError(f"knowledge base {base_id} indexes {base.root_dir}, not {root_text}; choose another "
                                  "--name.")
             found, discovery = scan(source)
             manifest = manifest_of(found)
