@@ -133,36 +133,52 @@ def _seeds(conn: sqlite3.Connection, layout: Layout, snapshot_id: str, chunks: S
     return list(seeds)
 
 
-def _edges_touching(conn: sqlite3.Connection, snapshot_id: str, node_ids: Sequence[str]) -> dict[str, list[Edge]]:
-    """Every edge with an endpoint in ``node_ids``, by that endpoint, each list ordered by edge id."""
-    out: dict[str, list[Edge]] = {n: [] for n in node_ids}
-    for part in _batches(list(node_ids)):
-        marks = _marks(len(part))
-        for column in ("from_node_id", "to_node_id"):
-            for row in conn.execute(f"SELECT {EDGE_COLUMNS} FROM knowledge_edges WHERE snapshot_id = ? AND {column} "
-                                    f"IN ({marks})", (snapshot_id, *part)):
-                edge = _edge(row)
-                end = edge.from_node_id if column == "from_node_id" else edge.to_node_id
-                out[end].append(edge)
-    for edges in out.values():
-        edges.sort(key=lambda e: e.id)
-    return out
+def _edges_of(conn: sqlite3.Connection, snapshot_id: str, node_id: str, limit: int,
+              among: Sequence[str] = ()) -> list[Edge]:
+    """The first ``limit`` edges with ``node_id`` as either endpoint, outgoing first, each side in the order of
+    the reference's edge indexes (relation, then row); ``among``: only those whose other endpoint is one of these
+    nodes. One indexed read that stops at ``limit``: a node with 10,000 edges costs ``limit`` rows (sorting them
+    by id would read all 10,000)."""
+    if among:
+        marks = _marks(len(among))
+        sql = (f"SELECT {EDGE_COLUMNS} FROM knowledge_edges WHERE snapshot_id = ? AND from_node_id = ? AND to_node_id "
+               f"IN ({marks}) UNION ALL SELECT {EDGE_COLUMNS} FROM knowledge_edges WHERE snapshot_id = ? AND "
+               f"to_node_id = ? AND from_node_id IN ({marks}) LIMIT ?")
+        args: tuple[object, ...] = (snapshot_id, node_id, *among, snapshot_id, node_id, *among, limit)
+    else:
+        sql = (f"SELECT {EDGE_COLUMNS} FROM knowledge_edges WHERE snapshot_id = ? AND from_node_id = ? UNION ALL "
+               f"SELECT {EDGE_COLUMNS} FROM knowledge_edges WHERE snapshot_id = ? AND to_node_id = ? LIMIT ?")
+        args = (snapshot_id, node_id, snapshot_id, node_id, limit)
+    return [_edge(r) for r in conn.execute(sql, args)]
 
 
 def expand(conn: sqlite3.Connection, snapshot_id: str, seeds: Sequence[str], *, hops: int = MAX_HOPS,
            max_nodes: int = MAX_NODES, max_edges: int = MAX_EDGES) -> tuple[list[str], list[Edge], bool]:
-    """Step 5: node ids (seeds first), edges, truncated."""
+    """Step 5: node ids (seeds first), edges, truncated.
+
+    Hop by hop, each node of the frontier in order, its edges in the order :func:`_edges_of` reads them: an edge whose other end is new adds
+    that node while fewer than ``max_nodes`` are held (else the edge is left out and the result is truncated);
+    the edges stop at ``max_edges`` (truncated). Once the nodes are full only edges between held nodes can
+    still be added, and only those are read."""
     nodes: dict[str, None] = dict.fromkeys(seeds)
     edges: dict[str, Edge] = {}
     truncated = False
     frontier = list(nodes)
     for _hop in range(hops):
-        if not frontier:
+        if not frontier or len(edges) >= max_edges:
             break
-        touching = _edges_touching(conn, snapshot_id, frontier)
         following: list[str] = []
         for node_id in frontier:
-            for edge in touching.get(node_id, []):
+            if len(edges) >= max_edges:
+                truncated = True
+                break
+            full = len(nodes) >= max_nodes
+            among = list(nodes) if full and len(nodes) <= BATCH else []
+            limit = max_edges + 1  # at most len(edges) of them were seen already: one more tells "there is more"
+            found = _edges_of(conn, snapshot_id, node_id, limit, among)
+            if full and not among and found:
+                truncated = True
+            for edge in found:
                 if edge.id in edges:
                     continue
                 other = edge.to_node_id if edge.from_node_id == node_id else edge.from_node_id
@@ -176,27 +192,43 @@ def expand(conn: sqlite3.Connection, snapshot_id: str, seeds: Sequence[str], *, 
                     nodes[other] = None
                     following.append(other)
                 edges[edge.id] = edge
+            if full and among and not truncated and len(_edges_of(conn, snapshot_id, node_id, len(found) + 1)) > len(found):
+                truncated = True  # an edge to a node that is not held was left out
         frontier = following
     return list(nodes), list(edges.values()), truncated
 
 
 def _evidence_of(conn: sqlite3.Connection, snapshot_id: str, node_ids: Sequence[str],
-                 edge_ids: Sequence[str]) -> list[Evidence]:
+                 edge_ids: Sequence[str], indexed: bool = False) -> list[Evidence]:
+    """Step 6 in one read per batch. The reference's only evidence index leads with (snapshot, chunk): on a base
+    without the helper indexes of :data:`store.knowledge.base.HELPER_INDEXES` this reads the snapshot's
+    evidence once."""
     rows: dict[str, Evidence] = {}
-    for column, ids in (("node_id", node_ids), ("edge_id", edge_ids)):
-        for part in _batches(list(ids)):
-            for row in conn.execute(f"SELECT {EVIDENCE_COLUMNS} FROM knowledge_evidence WHERE snapshot_id = ? AND "
-                                    f"{column} IN ({_marks(len(part))})", (snapshot_id, *part)):
-                ev = _evidence(row)
-                rows[ev.id] = ev
-    return sorted(rows.values(), key=lambda e: (e.node_id == "", e.node_id, e.edge_id, e.chunk_id, e.start_line, e.id))
+    nodes, edges = list(node_ids), list(edge_ids)
+    while nodes or edges:
+        n_part, nodes = nodes[:BATCH // 2], nodes[BATCH // 2:]
+        e_part, edges = edges[:BATCH // 2], edges[BATCH // 2:]
+        tests = ([f"node_id IN ({_marks(len(n_part))})"] if n_part else []) + \
+                ([f"edge_id IN ({_marks(len(e_part))})"] if e_part else [])
+        if indexed:  # one indexed search per column
+            sql = " UNION ALL ".join(f"SELECT {EVIDENCE_COLUMNS} FROM knowledge_evidence WHERE snapshot_id = ? AND {t}"
+                                     for t in tests)
+            args: tuple[object, ...] = ((snapshot_id, *n_part) if n_part else ()) + ((snapshot_id, *e_part) if e_part else ())
+        else:  # one pass over the snapshot's evidence
+            sql = f"SELECT {EVIDENCE_COLUMNS} FROM knowledge_evidence WHERE snapshot_id = ? AND ({' OR '.join(tests)})"
+            args = (snapshot_id, *n_part, *e_part)
+        for row in conn.execute(sql, args):
+            ev = _evidence(row)
+            rows[ev.id] = ev
+    return list(rows.values())
 
 
 def _load_nodes(conn: sqlite3.Connection, layout: Layout, snapshot_id: str, ids: Sequence[str]) -> dict[str, Node]:
     out: dict[str, Node] = {}
     for part in _batches(list(ids)):
-        for row in conn.execute(f"{_node_sql(layout)} WHERE snapshot_id = ? AND id IN ({_marks(len(part))})",
-                                (snapshot_id, *part)):
+        # "+snapshot_id": by primary key (the label index, which leads with snapshot_id, would read every node)
+        for row in conn.execute(f"{_node_sql(layout)} WHERE id IN ({_marks(len(part))}) AND +snapshot_id = ?",
+                                (*part, snapshot_id)):
             node = _node(row)
             out[node.id] = node
     return out
@@ -234,7 +266,7 @@ def run_query(conn: sqlite3.Connection, layout: Layout, base_id: str, path: Path
     node_ids, edges, truncated = expand(conn, snap.id, seeds)
     loaded = _load_nodes(conn, layout, snap.id, node_ids)
     node_ids = [n for n in node_ids if n in loaded]  # an edge to a node that is not there names nothing
-    evidence = _evidence_of(conn, snap.id, node_ids, [e.id for e in edges])
+    evidence = _evidence_of(conn, snap.id, node_ids, [e.id for e in edges], layout.evidence_indexed)
     node_evidence: dict[str, int] = {}
     edge_evidence: dict[str, int] = {}
     for ev in evidence:
