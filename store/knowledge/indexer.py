@@ -105,6 +105,13 @@ def scan(root: Path) -> tuple[list[Found], DiscoverySummary]:
             rel = f"{prefix}{name}"
             full = folder / name
             try:
+                name.encode("utf-8")
+            except UnicodeEncodeError:  # bytes that are not UTF-8, kept by the file system as surrogates
+                summary.discovered += 1
+                summary.record_skipped(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"),
+                                       "its name is not UTF-8")
+                continue
+            try:
                 st = os.lstat(full)
             except OSError as exc:
                 summary.record_skipped(rel, f"cannot be read: {exc.strerror or exc}")

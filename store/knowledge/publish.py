@@ -187,7 +187,9 @@ def prepare_reuse_plan(root: Path, base_id: str, manifest: Sequence[KFile], mode
 
 def _summary_text(value: object) -> str:
     to_json = getattr(value, "to_json", None)
-    return "" if to_json is None else json.dumps(to_json(), ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    if to_json is None:
+        return ""
+    return json.dumps(to_json(), ensure_ascii=True, separators=(",", ":"), sort_keys=True)  # \uXXXX: any path binds
 
 
 def store_snapshot(store: KnowledgeStore, graph: GraphSnapshot, finished_at: str) -> Snapshot:

@@ -145,3 +145,13 @@ def test_read_modes_refuse_and_hostile_names_are_data(tmp_path: Path) -> None:
     assert report.snapshot.file_count == 2
     r = query_graph(tmp_path / "sd", "kb", "bold", OpenMode.READ_ONLY)
     assert r.chunks[0].relative_path == "\x1b]0;pwned\x07.md"
+
+
+def test_a_name_that_is_not_utf8_is_skipped(tmp_path: Path) -> None:
+    import os
+
+    src = tree(tmp_path / "src", {"ok.md": "# fine\n"})
+    os.close(os.open(os.path.join(os.fsencode(src), b"bad\xff.md"), os.O_CREAT | os.O_WRONLY, 0o644))
+    report = index_folder(tmp_path / "sd", src, "kb", OpenMode.READ_WRITE, now=lambda: NOW)
+    assert report.snapshot.file_count == 1
+    assert any("not UTF-8" in e.reason for e in report.discovery.skipped_entries)
