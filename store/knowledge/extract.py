@@ -14,6 +14,7 @@ every relative link. Long chunks are cut at :data:`MAX_CHUNK_LINES`.
 from __future__ import annotations
 
 import ast
+import bisect
 import posixpath
 import re
 import warnings
@@ -62,12 +63,13 @@ class FileWork:
     nodes: list[NodeSpec] = field(default_factory=list)
     edges: list[EdgeSpec] = field(default_factory=list)
     reused: bool = False
+    _starts: list[int] = field(default_factory=list, repr=False)
 
     def chunk_at(self, line: int) -> int:
-        for ordinal, (start, end, _text) in enumerate(self.chunks):
-            if start <= line <= end:
-                return ordinal
-        return max(0, len(self.chunks) - 1)
+        """The chunk holding ``line`` (chunks are in line order; a line between two is given to the earlier)."""
+        if len(self._starts) != len(self.chunks):
+            self._starts = [start for start, _end, _text in self.chunks]
+        return max(0, bisect.bisect_right(self._starts, line) - 1)
 
     def cite(self, start: int, end: int | None = None) -> tuple[int, int, int]:
         ordinal = self.chunk_at(start)

@@ -207,7 +207,8 @@ def _resolve_refs(works: list[FileWork]) -> None:
             if spec.kind in ("module", "document"):
                 by_path.setdefault(work.path, spec.key)
     for work in works:
-        existing = {(e.source, e.target, e.relation) for e in work.edges}
+        existing = {(e.source, e.target, e.relation): e for e in work.edges}
+        made: set[tuple[Key, Key, str]] = set()  # edges made in this pass (a reused one has its evidence already)
         for spec in work.nodes:
             refs = spec.attributes.get("refs")
             for ref in refs if isinstance(refs, list) else []:
@@ -225,15 +226,17 @@ def _resolve_refs(works: list[FileWork]) -> None:
                 if key is None or key == spec.key:
                     continue
                 triple = (spec.key, key, relation)
-                if triple in existing:
-                    for edge in work.edges:
-                        if (edge.source, edge.target, edge.relation) == triple and not work.reused:
-                            cite = work.cite(line)
-                            if cite not in edge.evidence:
-                                edge.evidence.append(cite)
+                known = existing.get(triple)
+                if known is not None:
+                    if triple in made or not work.reused:  # a second reference on another line: one more row
+                        cite = work.cite(line)
+                        if cite not in known.evidence:
+                            known.evidence.append(cite)
                     continue
-                existing.add(triple)
-                work.edges.append(EdgeSpec(spec.key, key, relation, [work.cite(line)]))
+                edge = EdgeSpec(spec.key, key, relation, [work.cite(line)])
+                existing[triple] = edge
+                made.add(triple)
+                work.edges.append(edge)
 
 
 def assemble(snapshot: Snapshot, works: list[FileWork], revision: int) -> GraphSnapshot:

@@ -261,10 +261,12 @@ def prune(conn: sqlite3.Connection, base_id: str, keep: str) -> int:
     tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     for snapshot_id in others:
         for table in PRUNED_TABLES:
-            if table in tables:
+            if table in tables and table != "knowledge_chunk_fts":
                 conn.execute(f"DELETE FROM {table} WHERE snapshot_id = ?", (snapshot_id,))
         conn.execute("DELETE FROM knowledge_index_snapshots WHERE id = ?", (snapshot_id,))
-    conn.execute("DELETE FROM knowledge_chunk_fts WHERE snapshot_id <> ?", (keep,))  # FTS rows of no snapshot
+    # The FTS mirror's snapshot_id is UNINDEXED: one pass deletes every row but the kept snapshot's (also rows
+    # of no snapshot at all).
+    conn.execute("DELETE FROM knowledge_chunk_fts WHERE snapshot_id <> ?", (keep,))
     return len(others)
 
 

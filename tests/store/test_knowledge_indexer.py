@@ -155,3 +155,24 @@ def test_a_name_that_is_not_utf8_is_skipped(tmp_path: Path) -> None:
     report = index_folder(tmp_path / "sd", src, "kb", OpenMode.READ_WRITE, now=lambda: NOW)
     assert report.snapshot.file_count == 1
     assert any("not UTF-8" in e.reason for e in report.discovery.skipped_entries)
+
+
+def test_a_reused_snapshot_holds_the_rows_a_fresh_one_would(tmp_path: Path) -> None:
+    """Reuse changes ids only: the labels, relations, evidence lines and chunk texts equal a fresh index's."""
+    files = dict(FILES)
+    files["pkg/twice.py"] = "from pkg.retry import backoff\n\n\ndef a():\n    x = backoff(1)\n    return x + backoff(2)\n"
+    src = tree(tmp_path / "src", files)
+
+    def shape(db: Path) -> list[object]:
+        return sorted(map(repr, rows(db, "SELECT coalesce(n.label, a.label || ' ' || e.relation_type || ' ' || b.label), "
+                                         "v.start_line, v.end_line, c.ordinal, f.relative_path FROM knowledge_evidence v "
+                                         "JOIN knowledge_chunks c ON c.id = v.chunk_id JOIN knowledge_files f ON f.id = c.file_id "
+                                         "LEFT JOIN knowledge_nodes n ON n.id = v.node_id LEFT JOIN knowledge_edges e ON "
+                                         "e.id = v.edge_id LEFT JOIN knowledge_nodes a ON a.id = e.from_node_id LEFT JOIN "
+                                         "knowledge_nodes b ON b.id = e.to_node_id")))
+
+    index_folder(tmp_path / "fresh", src, "kb", OpenMode.READ_WRITE, now=lambda: NOW)
+    index_folder(tmp_path / "again", src, "kb", OpenMode.READ_WRITE, now=lambda: NOW)
+    report = index_folder(tmp_path / "again", src, "kb", OpenMode.READ_WRITE, now=lambda: NOW)
+    assert report.reused_files == report.snapshot.file_count
+    assert shape(tmp_path / "again" / KNOWLEDGE_DIR / "kb.db") == shape(tmp_path / "fresh" / KNOWLEDGE_DIR / "kb.db")
