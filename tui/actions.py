@@ -65,6 +65,9 @@ SCOPES: tuple[ScopeSpec, ...] = (
     ScopeSpec("tool-pick", "Tool-call picker"),
     ScopeSpec("health", "Health screen"),
     ScopeSpec("health-list", "Health checks"),
+    ScopeSpec("knowledge", "Knowledge screen"),
+    ScopeSpec("kb-list", "Knowledge lists"),
+    ScopeSpec("kb-query", "Knowledge query box"),
 )
 """Every scope, in the order help and the README list them."""
 
@@ -237,6 +240,19 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec('pick.toggle-all', 'toggle_all', 'ctrl+a', 'All/none', 'Select every call, or none.', 'tool-pick'),
     ActionSpec('pick.preview', 'preview', 'p', 'Preview', 'Preview abandoning the selected calls.', 'tool-pick'),
     ActionSpec('pick.cancel', 'cancel', 'escape', 'Cancel', 'Close without changing anything.', 'tool-pick'),
+    ActionSpec('knowledge.query', 'focus_query', 'slash', 'Query', 'Type a query for the selected knowledge base (enter runs it).', 'knowledge'),
+    ActionSpec('knowledge.candidates', 'toggle_candidates', 'c', 'Candidates', 'Also show the candidate nodes left out for want of evidence (marked dropped), or hide them.', 'knowledge'),
+    ActionSpec('knowledge.refresh', 'refresh', 'r', 'Refresh', 'Re-read the knowledge bases and run the query again.', 'knowledge'),
+    ActionSpec('knowledge.clear-index', 'clear_index', 'X', 'Clear index', "Clear the selected base's index (its configuration stays), after a preview.", 'knowledge', writes=True),
+    ActionSpec('kb-list.down', 'cursor_down', 'j,down', 'Down', 'Move the cursor down one row.', 'kb-list', show=False, palette=False),
+    ActionSpec('kb-list.up', 'cursor_up', 'k,up', 'Up', 'Move the cursor up one row.', 'kb-list', show=False, palette=False),
+    ActionSpec('kb-list.top', 'cursor_top', 'g,home', 'Top', 'Go to the first row.', 'kb-list', show=False),
+    ActionSpec('kb-list.bottom', 'cursor_bottom', 'G,end', 'Bottom', 'Go to the last row.', 'kb-list', show=False),
+    ActionSpec('kb-list.page-down', 'page_down', 'pagedown', 'Page down', 'Move the cursor one page down.', 'kb-list', show=False, palette=False),
+    ActionSpec('kb-list.page-up', 'page_up', 'pageup', 'Page up', 'Move the cursor one page up.', 'kb-list', show=False, palette=False),
+    ActionSpec('kb-list.open', 'open', 'enter', 'Select', 'A base: go to the query box. A chunk, node, edge or evidence row: show its text, graph or lines.', 'kb-list'),
+    ActionSpec('kb-query.older', 'history(-1)', 'up', 'Older', 'Put the previous query of this session in the box.', 'kb-query', show=False),
+    ActionSpec('kb-query.newer', 'history(1)', 'down', 'Newer', 'Put the next query of this session in the box.', 'kb-query', show=False),
 )
 """Every action of the app, grouped by scope in the order help, the README and the palette list them."""
 
@@ -406,6 +422,8 @@ SECTIONS: tuple[Section, ...] = (
             "tui.screens.health", "HealthScreen"),
     Section("forks", "Forks", "A session's fork family and its turns as fork boundaries: fork at a turn.",
             "tui.screens.forks", "ForksScreen"),
+    Section("knowledge", "Knowledge", "Knowledge bases: query the chunks, the graph around them and its evidence.",
+            "tui.screens.knowledge", "KnowledgeScreen"),
 )
 
 

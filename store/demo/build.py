@@ -41,10 +41,8 @@ from store.demo.model import (
     DemoBuilder,
     DemoEntry,
     at,
-    cjk_bigrams,
     dumps,
     rfc3339,
-    sha256_hex,
 )
 from store.demo.story import tell
 from store.errors import DatabaseCorrupt, StoreError
@@ -186,99 +184,42 @@ def _write_sessions(demo: DemoBuilder, root: Path) -> None:
             raise DatabaseCorrupt(f"The demo database failed its integrity check: {result}.")
 
 
-def _chunks(text: str) -> list[tuple[int, int, str]]:
-    """Split a markdown document at its headings: (start line, end line, text), lines 1-based."""
-    lines = text.rstrip("\n").split("\n")
-    starts = [i for i, line in enumerate(lines) if line.startswith("#")] or [0]
-    if starts[0] != 0:
-        starts.insert(0, 0)
-    out = []
-    for n, start in enumerate(starts):
-        end = (starts[n + 1] if n + 1 < len(starts) else len(lines)) - 1
-        while end > start and not lines[end].strip():
-            end -= 1
-        out.append((start + 1, end + 1, "\n".join(lines[start : end + 1])))
-    return out
-
-
 def _write_knowledge(demo: DemoBuilder, root: Path) -> None:
+    """Two bases: ``harbor-docs``, built by the deterministic indexer (:mod:`store.knowledge.indexer`) from the
+    made-up Harbor API folder the demo ships (``data/kb/harbor_api``: Markdown and Python), with fixed times;
+    and ``atlas-notes``, a store-version-1 base whose only indexing run failed (no active snapshot)."""
+    from store.knowledge.indexer import index_folder
+
     folder = root / KNOWLEDGE_DIR
     folder.mkdir(parents=True, exist_ok=True)
+    started = at(11, 19, 17, 2, 10)
+    stamps = iter([rfc3339(started), rfc3339(started + 94_310)])
+    with resources.as_file(resources.files("store.demo").joinpath("data", "kb", "harbor_api")) as source:
+        index_folder(root, Path(source), "Harbor API docs", OpenMode.READ_WRITE, base_id=KB_HARBOR,
+                     recorded_root=T.HARBOR, now=lambda: next(stamps))
     ddl = split_statements(resources.files("store").joinpath("sql", "knowledge_base_v1.sql").read_text(encoding="utf-8"))
     created = rfc3339(at(10, 19, 9, 12, 44))
-    for kb_id in (KB_HARBOR, KB_ATLAS):
-        db = open_database(folder / f"{kb_id}.db", OpenMode.READ_WRITE, create=True, foreign_keys=True)
+    db = open_database(folder / f"{KB_ATLAS}.db", OpenMode.READ_WRITE, create=True, foreign_keys=True)
+    try:
+        with db.write() as conn:
+            for statement in ddl:
+                conn.execute(statement)
+            conn.execute("INSERT INTO knowledge_store_schema (version, applied_at) VALUES (1, ?)", ("2026-10-19 09:12:44",))
+            _atlas_kb(demo, conn, created)
+        result = db.quick_check()
+        if result != "ok":
+            raise DatabaseCorrupt(f"The demo knowledge base {KB_ATLAS} failed its integrity check: {result}.")
+    finally:
+        db.close()
+    for kb in (KB_HARBOR, KB_ATLAS):
+        path = folder / f"{kb}.db"
+        check = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
         try:
-            with db.write() as conn:
-                for statement in ddl:
-                    conn.execute(statement)
-                conn.execute("INSERT INTO knowledge_store_schema (version, applied_at) VALUES (1, ?)", ("2026-10-19 09:12:44",))
-                if kb_id == KB_HARBOR:
-                    _harbor_kb(demo, conn, created)
-                else:
-                    _atlas_kb(demo, conn, created)
-            result = db.quick_check()
-            if result != "ok":
-                raise DatabaseCorrupt(f"The demo knowledge base {kb_id} failed its integrity check: {result}.")
+            result = str(check.execute("PRAGMA quick_check").fetchone()[0])
         finally:
-            db.close()
-
-
-def _harbor_kb(demo: DemoBuilder, conn: sqlite3.Connection, created: str) -> None:
-    snapshot = demo.pid("snap_")
-    started = at(11, 19, 17, 2, 10)
-    conn.execute(
-        "INSERT INTO knowledge_bases (id,name,root_dir,preprocess_profile,provider,model,mode,thinking_level,schedule,enabled,"
-        "active_snapshot_id,created_at,updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-        (KB_HARBOR, "Harbor API docs", T.HARBOR + "/docs", "documents", "anthropic", "claude-sonnet-4-5", "yolo", "low",
-         "manual", 1, "", created, created))
-    chunk_rows = []
-    file_rows = []
-    where: dict[tuple[str, int], tuple[str, int, int]] = {}  # (path, line) -> (chunk id, start, end)
-    for path, title, text in T.KB_DOCS:
-        file_id = demo.pid("kf_")
-        file_rows.append((file_id, snapshot, path, sha256_hex(text), len(text.encode("utf-8")), "text/markdown", title, "indexed"))
-        for ordinal, (start, end, body) in enumerate(_chunks(text)):
-            chunk_id = demo.pid("kc_")
-            chunk_rows.append((chunk_id, snapshot, file_id, ordinal, body, start, end, sha256_hex(body)))
-            for line in range(start, end + 1):
-                where[(path, line)] = (chunk_id, start, end)
-    node_ids: dict[str, str] = {}
-    node_rows = []
-    evidence = []
-    for kind, label, summary, cites in T.KB_NODES:
-        node_id = demo.pid("kn_")
-        node_ids[label] = node_id
-        node_rows.append((node_id, snapshot, kind, label, " ".join(label.lower().split()), summary,
-                          dumps({"sources": [p for p, _ in cites]})))
-        for path, line in cites:
-            chunk_id, _, _ = where[(path, line)]
-            evidence.append((demo.pid("kev_"), snapshot, node_id, "", chunk_id, line, line, 1.0))
-    edge_rows = []
-    for src, relation, dst, confidence, path, line in T.KB_EDGES:
-        edge_id = demo.pid("ke_")
-        edge_rows.append((edge_id, snapshot, node_ids[src], node_ids[dst], relation, confidence))
-        chunk_id, _, _ = where[(path, line)]
-        evidence.append((demo.pid("kev_"), snapshot, "", edge_id, chunk_id, line, line, confidence))
-    conn.execute(
-        "INSERT INTO knowledge_index_snapshots (id,knowledge_base_id,run_id,status,schema_version,file_count,chunk_count,"
-        "node_count,edge_count,started_at,finished_at,error_summary) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-        (snapshot, KB_HARBOR, demo.pid("kbrun_"), "completed", 1, len(file_rows), len(chunk_rows), len(node_rows),
-         len(edge_rows), rfc3339(started), rfc3339(started + 94_310), ""))
-    conn.executemany("INSERT INTO knowledge_files (id,snapshot_id,relative_path,content_sha256,byte_size,media_type,title,status) "
-                     "VALUES (?,?,?,?,?,?,?,?)", file_rows)
-    conn.executemany("INSERT INTO knowledge_chunks (id,snapshot_id,file_id,ordinal,text,start_line,end_line,content_sha256) "
-                     "VALUES (?,?,?,?,?,?,?,?)", chunk_rows)
-    conn.executemany("INSERT INTO knowledge_chunk_fts (chunk_id,snapshot_id,text) VALUES (?,?,?)",
-                     [(row[0], snapshot, cjk_bigrams(str(row[4]))) for row in chunk_rows])
-    conn.executemany("INSERT INTO knowledge_nodes (id,snapshot_id,kind,label,normalized_label,summary,attributes) "
-                     "VALUES (?,?,?,?,?,?,?)", node_rows)
-    conn.executemany("INSERT INTO knowledge_edges (id,snapshot_id,from_node_id,to_node_id,relation_type,confidence) "
-                     "VALUES (?,?,?,?,?,?)", edge_rows)
-    conn.executemany("INSERT INTO knowledge_evidence (id,snapshot_id,node_id,edge_id,chunk_id,start_line,end_line,confidence) "
-                     "VALUES (?,?,?,?,?,?,?,?)", evidence)
-    conn.execute("UPDATE knowledge_bases SET active_snapshot_id = ?, updated_at = ? WHERE id = ?",
-                 (snapshot, rfc3339(started + 94_310), KB_HARBOR))
+            check.close()
+        if result != "ok":
+            raise DatabaseCorrupt(f"The demo knowledge base {kb} failed its integrity check: {result}.")
 
 
 def _atlas_kb(demo: DemoBuilder, conn: sqlite3.Connection, created: str) -> None:
@@ -309,15 +250,18 @@ _FINGERPRINT: list[str] = []
 
 
 def demo_fingerprint() -> str:
-    """SHA-256 over the demo generator's source files and the DDL it executes (computed once per process)."""
+    """SHA-256 over the source of the whole store (the demo is written by store code: its generator, the fork
+    copy, the indexer, the event store, …), the DDL it executes and its data files (computed once per process).
+    A demo built by other code is rebuilt."""
     if not _FINGERPRINT:
         digest = hashlib.sha256(f"demo v{DEMO_VERSION}\n".encode())
-        demo = resources.files("store.demo")
-        sources = [demo, demo.joinpath("data"), resources.files("store").joinpath("sql")]
-        for folder in sources:
-            for item in sorted(folder.iterdir(), key=lambda i: i.name):
-                if item.name.endswith((".py", ".sql", ".json", ".md", ".txt")) and item.is_file():
-                    digest.update(item.name.encode() + b"\0" + item.read_bytes() + b"\0")
+        root = Path(str(resources.files("store")))
+        for item in sorted(root.rglob("*")):
+            if "__pycache__" in item.parts or not item.is_file():
+                continue
+            if item.suffix in (".py", ".sql", ".json", ".md", ".txt", ".toml"):
+                name = item.relative_to(root).as_posix()
+                digest.update(name.encode() + b"\0" + item.read_bytes() + b"\0")
         _FINGERPRINT.append(digest.hexdigest())
     return _FINGERPRINT[0]
 

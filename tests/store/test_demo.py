@@ -434,7 +434,7 @@ def test_knowledge_base_has_an_active_snapshot_and_working_fts(demo_dir: Path) -
         conn = sqlite3.connect(f"file:{path}?immutable=1", uri=True)
         conn.execute("PRAGMA foreign_keys = ON")
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
-        assert [r[0] for r in conn.execute("SELECT version FROM knowledge_store_schema")] == [1]
+        assert [r[0] for r in conn.execute("SELECT version FROM knowledge_store_schema")] in ([1], [1, 2, 3, 4])
         base_id, active = conn.execute("SELECT id, active_snapshot_id FROM knowledge_bases").fetchone()
         assert path.stem == base_id
         if not active:
@@ -444,7 +444,7 @@ def test_knowledge_base_has_an_active_snapshot_and_working_fts(demo_dir: Path) -
         indexed += 1
         status, schema_version = conn.execute(
             "SELECT status, schema_version FROM knowledge_index_snapshots WHERE id = ?", (active,)).fetchone()
-        assert (status, schema_version) == ("completed", 1)
+        assert (status, schema_version) == ("completed", 2)
         assert conn.execute("SELECT count(*) FROM knowledge_index_snapshots").fetchone()[0] == 1  # others pruned
         for table in ("knowledge_files", "knowledge_chunks", "knowledge_nodes", "knowledge_edges", "knowledge_evidence"):
             assert conn.execute(f"SELECT count(*) FROM {table} WHERE snapshot_id = ?", (active,)).fetchone()[0] > 3, table

@@ -48,7 +48,12 @@ DEFAULT_RECENT = 20
 # ``kinds`` (the ``repair`` subcommand's subparsers), calls ``common(parser)`` on each (location, --dry-run,
 # --yes, --json and the shared handler) and then sets ``make_repair=<function(sd, args) -> Repair>`` on it with
 # ``set_defaults``. The shared handler :func:`cmd_repair` previews, asks, applies and reports every repair alike.
-REPAIR_MODULES: tuple[str, ...] = ("tui.cli.doctor", "tui.cli.deliveries", "tui.cli.forks")
+REPAIR_MODULES: tuple[str, ...] = (
+    "tui.cli.doctor",
+    "tui.cli.deliveries",
+    "tui.cli.forks",
+    "tui.cli.knowledge",
+)
 
 
 def register(sub: argparse._SubParsersAction, add_location: Callable[..., None]) -> None:

@@ -1,0 +1,1 @@
+"""Operations tools for the Harbor API."""
