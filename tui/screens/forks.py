@@ -33,6 +33,7 @@ from textual.widgets import Static
 from tui import actions
 from tui.context import services, store
 from tui.formatting import describe_error, one_line
+from tui.lifecycle import ReportsWorkerFailures
 from tui.safe import notify
 from tui.widgets.fork_lists import BoundaryList, FamilyList
 from tui.widgets.header import AppHeader
@@ -86,7 +87,7 @@ def request_id(source: str, at_seq: int) -> str:
     return f"tui:{source}:{at_seq}"
 
 
-class ForksScreen(Screen[None]):
+class ForksScreen(ReportsWorkerFailures, Screen[None]):
     """A session's fork family and fork boundaries; ``X`` forks at the selected boundary after a preview."""
 
     CSS_PATH = Path(__file__).with_name("forks.tcss")

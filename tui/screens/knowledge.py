@@ -29,6 +29,7 @@ from textual.widgets import Input, Static
 from tui import actions
 from tui.context import store
 from tui.formatting import describe_error, one_line, plural
+from tui.lifecycle import ReportsWorkerFailures
 from tui.messages import WorkerFailed
 from tui.safe import data_line, data_text, notify
 from tui.screens.knowledge_panes import (
@@ -101,7 +102,7 @@ class QueryInput(Input):
 # --- the screen -------------------------------------------------------------------------------------------------
 
 
-class KnowledgeScreen(Screen[None]):
+class KnowledgeScreen(ReportsWorkerFailures, Screen[None]):
     """Knowledge bases, a query, and the chunks, graph and evidence of its answer."""
 
     ACTION_SCOPE: ClassVar[str] = "knowledge"
