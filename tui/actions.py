@@ -146,6 +146,7 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec('transcript-view.last', 'last', 'G,end', 'Last', 'Jump to the last entry.', 'transcript-view'),
     ActionSpec('transcript.raw', 'toggle_raw', 'tab', 'Raw', 'Switch between the replay and every raw entry row.', 'transcript', key_display='tab'),
     ActionSpec('transcript.runs', 'session_runs', 'R', 'Runs', 'Show the runs, leases and recovery records of this session (esc comes back here).', 'transcript'),
+    ActionSpec('transcript.parent', 'open_parent', 'o', 'Parent', 'A fork: open the session it was seeded from, at the last entry the fork copied.', 'transcript', show=False),
     ActionSpec('transcript.next-turn', 'next_turn', 'n', 'Next turn', 'Jump to the next turn start.', 'transcript'),
     ActionSpec('transcript.prev-turn', 'prev_turn', 'p', 'Prev turn', 'Jump to the previous turn start.', 'transcript'),
     ActionSpec('transcript.next-marker', 'next_marker', 'right_square_bracket', 'Next marker', 'Jump to the next compaction or override.', 'transcript', show=False, key_display=']'),

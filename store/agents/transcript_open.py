@@ -39,6 +39,10 @@ class TranscriptOpening:
     rows_before_window: int
     note: str = ""  # why some details are missing ("" when none)
     cursor: Cursor | None = None  # where following continues (read before the plan: nothing is missed)
+    parent_session: str = ""  # a fork: the session it was seeded from
+    fork_boundary_seq: int = 0  # ... up to this seq of the parent
+    seed_length: int = 0  # ... this many entries
+    fork_kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,7 @@ def open_transcript(sd: SessionDir, session_id: str) -> TranscriptOpening:
     summary that cannot be read for another reason is a ``note`` (the replay still shows), unless the session
     has no entry rows either, which is :class:`SessionNotFound`. Other store errors propagate."""
     title, cwd, channel, count, note = "", "", "", None, ""
+    parent, boundary, seeded, kind = "", 0, 0, ""
     try:
         from store.mothx.sessions import get_session
 
@@ -76,12 +81,15 @@ def open_transcript(sd: SessionDir, session_id: str) -> TranscriptOpening:
         session_id = summary.id
         title, cwd, count = summary.title or summary.preview, summary.cwd, summary.message_count
         channel = summary.channel_type + (f":{summary.channel_id}" if summary.channel_id else "")
+        parent, boundary, seeded, kind = (summary.parent_session, summary.fork_boundary_seq, summary.seed_length,
+                                          summary.fork_kind)
     cursor = start_cursor(sd, session_id)
     plan = entries.replay_plan(sd, session_id)
     if note and plan.total_rows == 0:
         raise SessionNotFound(f"No session has the id {session_id!r}.")
     before = entries.row_count(sd, session_id, before_seq=plan.window_start_seq) if plan.window_start_seq else 0
-    return TranscriptOpening(session_id, title, cwd, channel, count, plan, before, note, cursor)
+    return TranscriptOpening(session_id, title, cwd, channel, count, plan, before, note, cursor,
+                             parent, boundary, seeded, kind)
 
 
 def follow_transcript(sd: SessionDir, session_id: str, cursor: Cursor | None, *, limit: int) -> FollowStep:

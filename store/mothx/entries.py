@@ -49,6 +49,7 @@ from store.mothx.entry_model import (
     row_from_cells,
 )
 from store.mothx.entry_reads import (
+    last_message_seq,
     load_rows,
     replay,
     replay_page,
@@ -71,7 +72,7 @@ from store.mothx.entry_replay import (
 __all__ = [
     "END_SEQ", "ENTRY_TYPES", "NOT_LOADED_TYPES", "REPLAY_TYPES", "Block", "EntryRow", "JsonObject", "Message",
     "ToolCall", "describe_row", "make_row", "parse_entry_data", "row_from_cells", "load_rows", "replay",
-    "replay_page", "replay_plan", "require_entries", "row_count", "rows_page", "turn_markers", "CompactionInfo",
+    "last_message_seq", "replay_page", "replay_plan", "require_entries", "row_count", "rows_page", "turn_markers", "CompactionInfo",
     "ReplayDetails", "ReplayMessage", "ReplayPlan", "replay_details", "replay_state", "summary_message",
     "export_json", "export_markdown",
 ]

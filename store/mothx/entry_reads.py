@@ -326,6 +326,18 @@ def row_count(sd: SessionDir, session_id: str, *, before_seq: int | None = None)
         ).fetchone()[0])
 
 
+def last_message_seq(sd: SessionDir, session_id: str, *, at_most: int) -> int | None:
+    """The seq of the session's last ``message`` row at or before ``at_most`` (where a fork's copied part ends,
+    as a transcript shows it), or None when there is none."""
+    require_entries(sd)
+    with sd.db.read() as conn:
+        found = conn.execute(
+            f"SELECT MAX(seq) FROM entries WHERE {_SID} AND seq <= ? AND type = 'message' {_KEYED}",
+            (bind(session_id), at_most),
+        ).fetchone()[0]
+    return found if isinstance(found, int) else None
+
+
 _TURN_TYPES = ("turn_start", "turn_end")
 
 # SQLite 3.42-3.44 accept JSON5 in json_valid(); Python's json does not: there every turn row is parsed in Python.

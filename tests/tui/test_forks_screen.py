@@ -194,3 +194,37 @@ async def test_hostile_titles_are_drawn_as_text(demo_dir: Path) -> None:
         assert "[@click=app.quit]x[/]" in text or "[@click=app.quit]" in text
         assert not any(ch in text for ch in RAW)
         assert app.is_running
+
+
+async def test_a_fork_says_where_it_was_seeded_from_and_o_opens_the_parent_there(demo_master: Path) -> None:
+    import sqlite3
+
+    from tests.tui.transcript_support import settle as settle_transcript
+    from tui.screens.transcript import TranscriptScreen
+
+    conn = sqlite3.connect(f"file:{demo_master / 'sessions.db'}?immutable=1", uri=True)
+    child, parent, boundary = conn.execute(
+        "SELECT id, parent_session, fork_boundary_seq FROM sessions WHERE parent_session <> '' "
+        "AND fork_boundary_seq > 0 ORDER BY id LIMIT 1").fetchone()
+    conn.close()
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT, clock=lambda: DEMO_NOW_UNIX)
+    async with app.run_test(size=(160, 36)) as pilot:
+        await pilot.pause()
+        app.open_transcript(child)
+        await settle_transcript(pilot)
+        screen = app.screen
+        assert isinstance(screen, TranscriptScreen) and screen.facts is not None
+        title = str(screen.query_one("#transcript-title").render())
+        assert f"seeded from {parent} up to seq {boundary:,}" in title, title
+        await pilot.press("o")
+        await settle_transcript(pilot)
+        opened = app.screen
+        assert isinstance(opened, TranscriptScreen) and opened is not screen
+        assert opened.session_id == parent
+        view = opened.transcript_view
+        item = view.cursor_item or view.anchor_item
+        assert item is not None and 0 < item.seq <= boundary, item
+        assert item.seq > 1, "opened at the boundary, not at the start"
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.screen is screen

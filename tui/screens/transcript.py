@@ -80,6 +80,10 @@ class SessionFacts:
     turns_loaded: bool = False  # turn markers are read after the first page (16k turns take ~0.2 s)
     verify_error: str = ""  # why the corrupt rows could not be counted ("" when they were, or are being)
     cursor: Cursor | None = None  # where following continues (read before the plan: nothing is missed)
+    seeded_from: str = ""  # a fork: the parent session it was seeded from ("" when it is no fork)
+    seeded_to_seq: int = 0  # ... up to this seq of the parent
+    seed_length: int = 0
+    jump_seq: int | None = None  # where the screen opens (None: the start)
 
 
 @dataclass
@@ -135,6 +139,9 @@ def title_text(f: SessionFacts) -> Text:
         t.append(f"  ·  {one_line(f.channel)}")
     if f.message_count is not None:
         t.append(f"  ·  {plural(f.message_count, 'message')}")
+    if f.seeded_from:
+        t.append(f"  ·  ⑂ seeded from {one_line(f.seeded_from)} up to seq {f.seeded_to_seq:,} "
+                 f"({plural(f.seed_length, 'entry', 'entries')}; o opens it there)", Style(color="magenta"))
     t.append("\n")
     replayed = plan.message_rows + (1 if plan.summary is not None else 0)
     start = f"from seq {plan.window_start_seq:,}" if plan.window_start_seq else "from the start"
@@ -185,7 +192,7 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
     FOLLOW_LIMIT: ClassVar[int] = 512
     """New rows one follow step reads at most; more is a gap ("partial, reloading")."""
 
-    def __init__(self, sd: SessionDir, session_id: str) -> None:
+    def __init__(self, sd: SessionDir, session_id: str, at_seq: int | None = None) -> None:
         super().__init__()
         self.sd = sd
         self.session_id = session_id
@@ -203,6 +210,7 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
         self._follow_again = False  # a hint came while it was
         self._reloading = False     # a follow reload is reading the facts again
         self._reload_target: JumpTarget | None = None
+        self._open_at = at_seq  # open at the last message at or before this seq (a fork's parent), once
 
     # --- layout -----------------------------------------------------------------------------------------------
 
@@ -240,6 +248,11 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
 
         try:
             o = open_transcript(sd, session_id)
+            jump = None
+            if self._open_at is not None:
+                from store.mothx.entries import last_message_seq
+
+                jump = last_message_seq(sd, o.session_id, at_most=self._open_at)
         except StoreError as exc:
             self.post_message(FactsFailed(str(exc)))
             return
@@ -249,6 +262,8 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
         self.post_message(FactsLoaded(SessionFacts(
             session_id=o.session_id, title=o.title, cwd=o.cwd, channel=o.channel, message_count=o.message_count,
             plan=o.plan, turns=[], rows_before_window=o.rows_before_window, note=o.note, cursor=o.cursor,
+            seeded_from=o.parent_session, seeded_to_seq=o.fork_boundary_seq, seed_length=o.seed_length,
+            jump_seq=jump,
         )))
 
     @on(FactsLoaded)
@@ -257,7 +272,9 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
         self.facts = f
         self.session_id = f.session_id
         self.query_one("#transcript-title", Static).update(title_text(f))
-        target, self._reload_target = self._reload_target or JumpTarget("start"), None
+        opened_at = JumpTarget("seq", f.jump_seq) if f.jump_seq is not None else None
+        self._open_at = None  # once: a follow reload keeps its own place
+        target, self._reload_target = self._reload_target or opened_at or JumpTarget("start"), None
         if "reloading" in self.follow_note:
             self.follow_note = self.follow_note.replace("reloading", "reloaded")
         if self._reloading:
@@ -483,6 +500,17 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
             notify(self, "Turn markers are still being read.", timeout=2)
             return False
         return True
+
+    def action_open_parent(self) -> None:
+        """A fork: open the session it was seeded from, at the last entry it copied."""
+        f = self.facts
+        if f is None:
+            notify(self, "The session is still opening.", severity="warning", timeout=3)
+            return
+        if not f.seeded_from:
+            notify(self, "This session is not a fork: it was not seeded from another session.", timeout=3)
+            return
+        self.app.push_screen(TranscriptScreen(self.sd, f.seeded_from, at_seq=f.seeded_to_seq or None))
 
     def action_next_turn(self) -> None:
         if self._turns_ready():
