@@ -2,8 +2,9 @@
 
     sessionscope [--dir PATH] [--read-only | --snapshot] [--demo]          open the UI
     sessionscope [...] list [--json] [--search Q] [--limit N] [--cwd DIR] [--sort KEY]
-    sessionscope [...] show SESSION_ID [--format md|json] [--raw]   (a mothx session, or a captured Claude Code /
-                                                                    Codex session by its agent session id)
+    sessionscope [...] show SESSION_ID [--format md|json|html] [--raw] [--output PATH [--replace]] [--redact]
+                                                            (a mothx session, or a captured Claude Code /
+                                                            Codex session by its agent session id)
     sessionscope demo [PATH]                                               write the demo directory
 
 Textual is imported only on the branch that opens the UI, so ``list`` and ``show`` start fast. ``list`` and
@@ -38,8 +39,8 @@ from store.errors import AmbiguousSessionId, LeaseBusy, ReadOnlyStore, RepairRef
 from store.mothx.db import OpenMode
 from store.paths import SESSIONS_DB, sessions_db_path
 from store.safetext import one_line, safe
-from tui.cli import output
-from tui.cli.output import Column, err, json_out, note, out, out_text
+from tui.cli import output, show_export
+from tui.cli.output import Column, err, json_out, note, out
 
 if TYPE_CHECKING:
     from store.mothx.entries import EntryRow
@@ -116,8 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
                           description="Print one session: its replay as Markdown (default) or JSON, or its raw rows.")
     _add_location(show, nested=True)
     show.add_argument("session_id", metavar="SESSION_ID", help="a session id or a unique prefix (4+ characters)")
-    show.add_argument("--format", choices=("md", "json"), default="md", help="md (default) or json")
+    show.add_argument("--format", choices=("md", "json", "html"), default="md",
+                      help="md (default), json, or html (one self-contained page)")
     show.add_argument("--raw", action="store_true", help="list every entry row instead of the replay")
+    show_export.add_export_options(show)
 
     demo = sub.add_parser("demo", help="write the demo session directory and print its path",
                           description="Write the demo session directory (reused when current) and print its path.")
@@ -409,6 +412,9 @@ def _normal_dir(text: str) -> str:
 def _cmd_show(args: argparse.Namespace) -> int:
     from store.mothx.sessions import get_session
 
+    if args.raw and args.format == "html":
+        raise UsageError("--raw lists the stored rows as md or json; --format html is the replay")
+    red = show_export.redactor(args)
     with _open(args) as sd:
         try:
             summary = get_session(sd, args.session_id)
@@ -423,26 +429,31 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
             rows = load_rows(sd, summary.id)
             if args.format == "json":
-                json_out({
+                show_export.emit_json(args, {
                     "session": summary.to_json(),
                     "rows": [{"seq": r.seq, "id": r.id, "type": r.type, "parent_id": r.parent_id,
                               "timestamp": r.timestamp, "parse_error": r.parse_error} for r in rows],
-                })
+                }, red)
             else:
-                for line in raw_markdown(summary, rows):
-                    out(line)
+                show_export.emit_text(args, "".join(line + "\n" for line in raw_markdown(summary, rows)), red)
             return 0
         if args.format == "json":
             from store.mothx.entries import export_json
 
             doc = json.loads(export_json(sd, summary.id))
-            json_out({"session": summary.to_json(), "messages": doc.get("messages", []),
-                      "compactions": doc.get("compactions", []), "corrupt_rows": doc.get("corrupt_rows", 0)})
+            show_export.emit_json(args, {"session": summary.to_json(), "messages": doc.get("messages", []),
+                                         "compactions": doc.get("compactions", []),
+                                         "corrupt_rows": doc.get("corrupt_rows", 0)}, red)
+            return 0
+        if args.format == "html":
+            from store.export_html import mothx_html
+
+            show_export.emit_text(args, mothx_html(sd, summary.id, redactor=red), red, redacted=True)
             return 0
         from store.mothx.entries import export_markdown
 
         text = export_markdown(sd, summary.id)
-    out_text(text)  # made safe here too (safe() is idempotent): the transcript is data
+    show_export.emit_text(args, text, red)  # made safe there too (safe() is idempotent): the transcript is data
     return 0
 
 
