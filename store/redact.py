@@ -8,7 +8,7 @@ counts what it replaced; :meth:`Redactor.summary` says it in one line for the us
 What is recognised (:data:`KINDS`, in the order they are tried):
 
 ``private-key``   a PEM block ``-----BEGIN … PRIVATE KEY-----`` … ``-----END … PRIVATE KEY-----`` (a block cut
-                  short is redacted to the end of its base64 text)
+                  short: its base64 lines)
 ``jwt``           a JSON Web Token: ``eyJ…`` ``.`` ``eyJ…`` ``.`` signature (base64url parts)
 ``bearer-token``  the token after ``Bearer`` (20+ token characters, at least one digit): ``Bearer [REDACTED:…]``
 ``api-key``       ``sk-…`` keys (OpenAI, Anthropic ``sk-ant-…``; 20+ characters, at least one digit)
@@ -35,7 +35,7 @@ _TOKEN_START = r"(?<![A-Za-z0-9_-])"
 PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("private-key", re.compile(
         r"-----BEGIN ((?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?)-----"
-        r"(?:.*?-----END \1-----|[A-Za-z0-9+/=\s:,-]*)", re.DOTALL)),
+        r"(?:.*?-----END \1-----|(?:[ \t]*\r?\n[ \t]*[A-Za-z0-9+/=]{4,})*)", re.DOTALL)),
     ("jwt", re.compile(_TOKEN_START + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
     ("bearer-token", re.compile(r"(?i:\b(bearer)\s+)(?=[A-Za-z0-9._~+/-]*[0-9])([A-Za-z0-9._~+/-]{20,}=*)")),
     ("api-key", re.compile(_TOKEN_START + r"sk-(?=[A-Za-z0-9_-]*[0-9])[A-Za-z0-9_-]{20,}")),
