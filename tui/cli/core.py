@@ -1,7 +1,7 @@
 """The ``sessionscope`` command: opens the terminal UI, or lists and shows sessions without it.
 
     sessionscope [--dir PATH] [--read-only | --snapshot] [--demo]          open the UI
-    sessionscope [...] list [--json] [--search Q] [--limit N] [--cwd DIR] [--sort KEY]
+    sessionscope [...] list [--json|--csv] [--redact] [--search Q] [--limit N] [--cwd DIR] [--sort KEY]
     sessionscope [...] show SESSION_ID [--format md|json|html] [--raw] [--output PATH [--replace]] [--redact]
                                                             (a mothx session, or a captured Claude Code /
                                                             Codex session by its agent session id)
@@ -40,7 +40,7 @@ from store.mothx.db import OpenMode
 from store.paths import SESSIONS_DB, sessions_db_path
 from store.safetext import one_line, safe
 from tui.cli import output, show_export
-from tui.cli.output import Column, err, json_out, note, out
+from tui.cli.output import Column, err, note, out
 
 if TYPE_CHECKING:
     from store.mothx.entries import EntryRow
@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="list sessions, most recently active first",
                         description="List sessions (read-only): SESSION ID, LAST USED, MSGS, WORKDIR, TITLE.")
     _add_location(ls, nested=True)
-    ls.add_argument("--json", action="store_true", help="print a JSON list of session objects")
+    output.add_list_options(ls, "print a JSON list of session objects")
     ls.add_argument("--search", metavar="Q", default="",
                     help="only sessions whose id, work dir, channel or any entry contains Q (case-insensitive)")
     ls.add_argument("--limit", metavar="N", type=_count, default=DEFAULT_LIMIT,
@@ -391,8 +391,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     with _open(args) as sd:
         limit = args.limit if args.limit else 1 << 62
         page = list_sessions(sd, flt, SortKey(args.sort), descending, offset=args.offset, limit=limit)
-    if args.json:
-        json_out([s.to_json() for s in page.rows])
+    if output.list_out(args, [s.to_json() for s in page.rows]):
         return 0
     if not page.rows:
         out("No sessions match." if page.total == 0 else f"No sessions past row {args.offset}.")
