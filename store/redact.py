@@ -24,9 +24,12 @@ export: a secret in a shape not listed here is not found.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Mapping
+
+from store.safetext import json_dumps
 
 MARK = "[REDACTED:{kind}]"
 
@@ -98,10 +101,23 @@ class Redactor:
         return f"redacted {self.total} value{'' if self.total == 1 else 's'}: {parts}"
 
 
+def redact_export(text: str, fmt: str, red: Redactor) -> str:
+    """A finished Markdown or JSON export redacted with ``red`` (for a caller that already has the text, such
+    as the export dialog). JSON (``fmt == "json"``) is parsed, every string in it redacted, and an object gets
+    ``"redactions": {kind: n}``; it is written back with :func:`store.safetext.json_dumps`. Anything else is
+    text. An HTML page is redacted while it is built instead (``redactor=`` of :mod:`store.export_html`)."""
+    if fmt != "json":
+        return red.text(text)
+    doc = red.value(json.loads(text))
+    if isinstance(doc, dict):
+        doc = {**doc, "redactions": red.report()}
+    return json_dumps(doc) + "\n"
+
+
 def redact_text(text: str) -> tuple[str, dict[str, int]]:
     """``text`` redacted, and the counts per kind."""
     r = Redactor()
     return r.text(text), r.report()
 
 
-__all__ = ["KINDS", "MARK", "PATTERNS", "Redactor", "redact_text"]
+__all__ = ["KINDS", "MARK", "PATTERNS", "Redactor", "redact_export", "redact_text"]

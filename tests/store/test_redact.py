@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import uuid
 from pathlib import Path
 
@@ -105,3 +106,14 @@ def test_real_transcripts_have_nothing_redacted(real_fixtures: Path) -> None:
     for f in files:
         r.text(f.read_text(encoding="utf-8", errors="replace"))
     assert r.report() == {}
+
+
+def test_redact_export_of_markdown_and_json() -> None:
+    from store.redact import redact_export
+
+    r = Redactor()
+    assert redact_export("# t\nAKIAIOSFODNN7EXAMPLE\n", "markdown", r) == "# t\n[REDACTED:aws-key]\n"
+    r = Redactor()
+    out = redact_export('{"a": ["sk-aaaaaaaaaaaaaaaaaaaa1", "\\u202e"], "n": 1}\n', "json", r)
+    assert json.loads(out) == {"a": ["[REDACTED:api-key]", "\u202e"], "n": 1, "redactions": {"api-key": 1}}
+    assert "\u202e" not in out  # still written as an escape
