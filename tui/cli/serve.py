@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import hmac
+import logging
 import secrets
 import shlex
 import sys
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from store.safetext import one_line
-from tui.cli.output import out
+from tui.cli.output import err, out
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -96,6 +97,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+class _SafeLogHandler(logging.Handler):
+    """A log record as ``sessionscope serve: LEVEL message`` on one safe line (a request line or an app's error
+    output may hold anything: it is never written raw to the terminal)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+            if record.exc_info and record.exc_info[1] is not None:
+                text += f" ({type(record.exc_info[1]).__name__}: {record.exc_info[1]})"
+            err(f"serve: {record.levelname.lower()}: {text}")
+        except Exception:  # noqa: BLE001 - logging must never raise
+            self.handleError(record)
+
+
 def make_server(argv: list[str], port: int, token: str) -> Any:
     """A textual-serve :class:`Server` for ``argv`` on 127.0.0.1:``port`` that checks Host, Origin and token."""
     from aiohttp import web
@@ -136,6 +151,12 @@ def make_server(argv: list[str], port: int, token: str) -> Any:
 
         async def on_startup(self, app: web.Application) -> None:
             """Quiet: the command prints its own URL (with the token)."""
+
+        def initialize_logging(self) -> None:
+            """Warnings and errors only (no access log), each as one safe line on standard error."""
+            handler = _SafeLogHandler()
+            logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
+            logging.getLogger("aiohttp.access").setLevel(logging.ERROR)
 
     return GuardedServer(shlex.join(argv), host=HOST, port=port, title="Sessionscope",
                          public_url=f"http://{HOST}:{port}")
