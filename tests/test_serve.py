@@ -115,6 +115,9 @@ def test_the_sessions_screen_is_drawn_in_a_headless_browser(served: Served, tmp_
         page = b.new_page(viewport={"width": 1400, "height": 900})
         page.on("websocket", lambda ws: ws.on("framereceived", lambda p: frames.append(
             p if isinstance(p, bytes) else p.encode())))
+        foreign: list[str] = []
+        page.on("request", lambda r: foreign.append(r.url) if not r.url.startswith(
+            (f"http://127.0.0.1:{served.port}/", f"ws://127.0.0.1:{served.port}/")) else None)
         dialogs: list[str] = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(served.url, wait_until="domcontentloaded", timeout=60_000)
@@ -131,6 +134,8 @@ def test_the_sessions_screen_is_drawn_in_a_headless_browser(served: Served, tmp_
         assert "-first-byte" in page.evaluate("document.body.className")  # the page got the app's output
         assert page.locator(".textual-terminal canvas").count() >= 1  # xterm.js drew it on a canvas
         assert not dialogs
+        # the only request to another site (textual-serve's web font) is blocked by the page's policy
+        assert all(url.startswith("https://fonts.googleapis.com/") for url in foreign), foreign
     assert (tmp_path / "serve.png").stat().st_size > 10_000
 
 

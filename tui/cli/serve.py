@@ -12,7 +12,9 @@
 * **Only the person who started it.** The URL printed holds a random token (``/?token=…``); opening it sets an
   HttpOnly, SameSite=Strict cookie, and the app's websocket and downloads need that cookie. Every request
   must name ``127.0.0.1:PORT`` as its Host (no DNS rebinding; open the URL as printed, not ``localhost``), and the websocket must
-  come from a page of that origin (no other web site can open it and drive or read the app).
+  come from a page of that origin (no other web site can open it and drive or read the app). The page gets a
+  Content-Security-Policy: its own files and its own websocket only (textual-serve's page asks for a web font
+  from another site; that request is refused and a local monospace font is used).
 
 Stop it with Ctrl+C (or SIGTERM); the app processes of open tabs end with it.
 """
@@ -120,6 +122,12 @@ def make_server(argv: list[str], port: int, token: str) -> Any:
     allowed_hosts = {f"{HOST}:{port}"}
     allowed_origins = {f"http://{HOST}:{port}"}
 
+    # The page may load only its own files and talk only to its own websocket: textual-serve's page asks for a
+    # web font from another site, which this refuses (the terminal falls back to a local monospace font).
+    csp = ("default-src 'self'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; "
+           f"img-src 'self' data:; font-src 'self' data:; connect-src 'self' ws://{HOST}:{port}; "
+           "frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+
     def has_token(request: web.Request) -> bool:
         given = request.cookies.get(COOKIE, "") or request.query.get("token", "")
         return hmac.compare_digest(given.encode(), token.encode())
@@ -139,6 +147,8 @@ def make_server(argv: list[str], port: int, token: str) -> Any:
         response = await handler(request)
         if request.path == "/" and request.query.get("token"):
             response.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/")
+        if request.path == "/":
+            response.headers["Content-Security-Policy"] = csp
         response.headers["Referrer-Policy"] = "no-referrer"
         response.headers["X-Frame-Options"] = "DENY"
         return response
