@@ -2,7 +2,7 @@
 
     sessionscope [--dir PATH] capture claude-code [ROOT] [--json]      default ROOT ~/.claude/projects
     sessionscope [--dir PATH] capture codex [ROOT] [--json]            default ROOT ~/.codex/sessions
-    sessionscope [--dir PATH] checkpoints [--json] [--agent AGENT]
+    sessionscope [--dir PATH] checkpoints [--json|--csv] [--redact] [--agent AGENT]
     sessionscope [--dir PATH] checkpoint verify AGENT SESSION_ID [--json]
     sessionscope [--dir PATH] checkpoint reset AGENT SESSION_ID [--dry-run] [--yes]
     sessionscope export-repaired PATH OUT [--json]
@@ -87,7 +87,7 @@ def register(subparsers: argparse._SubParsersAction, add_location: AddLocation) 
                                description="List the external-agent checkpoints of the session directory "
                                            "(read-only).")
     add_location(ls, nested=True)
-    ls.add_argument("--json", action="store_true", help="print a JSON list of checkpoint objects")
+    output.add_list_options(ls, "print a JSON list of checkpoint objects")
     ls.add_argument("--agent", choices=AGENTS, default=None, help="only this agent's checkpoints")
     ls.set_defaults(handler=cmd_checkpoints)
 
@@ -335,8 +335,7 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
 
     with open_dir(args, write=False) as sd:
         infos = list_checkpoints(sd, args.agent)
-    if args.json:
-        json_out([checkpoint_json(i) for i in infos])
+    if output.list_out(args, [checkpoint_json(i) for i in infos]):
         return EXIT_OK
     if not infos:
         out("No checkpoints. Capture some with `sessionscope capture claude-code` or `capture codex`.")

@@ -1,9 +1,10 @@
 """The ``sessionscope`` command: opens the terminal UI, or lists and shows sessions without it.
 
     sessionscope [--dir PATH] [--read-only | --snapshot] [--demo]          open the UI
-    sessionscope [...] list [--json] [--search Q] [--limit N] [--cwd DIR] [--sort KEY]
-    sessionscope [...] show SESSION_ID [--format md|json] [--raw]   (a mothx session, or a captured Claude Code /
-                                                                    Codex session by its agent session id)
+    sessionscope [...] list [--json|--csv] [--redact] [--search Q] [--limit N] [--cwd DIR] [--sort KEY]
+    sessionscope [...] show SESSION_ID [--format md|json|html] [--raw] [--output PATH [--replace]] [--redact]
+                                                            (a mothx session, or a captured Claude Code /
+                                                            Codex session by its agent session id)
     sessionscope demo [PATH]                                               write the demo directory
 
 Textual is imported only on the branch that opens the UI, so ``list`` and ``show`` start fast. ``list`` and
@@ -39,8 +40,8 @@ from store.mothx.db import OpenMode
 from store.paths import SESSIONS_DB, sessions_db_path
 from store.safetext import one_line, safe
 from store.words import plural
-from tui.cli import output
-from tui.cli.output import Column, err, json_out, note, out, out_text
+from tui.cli import output, show_export
+from tui.cli.output import Column, err, note, out
 from tui.formatting import NO_MESSAGES
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tui.cli.deliveries",
     "tui.cli.forks",
     "tui.cli.knowledge",
+    "tui.cli.serve",
 )
 
 
@@ -108,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="list sessions, most recently active first",
                         description="List sessions (read-only): SESSION ID, LAST USED, MSGS, WORKDIR, TITLE.")
     _add_location(ls, nested=True)
-    ls.add_argument("--json", action="store_true", help="print a JSON list of session objects")
+    output.add_list_options(ls, "print a JSON list of session objects")
     ls.add_argument("--search", metavar="Q", default="",
                     help="only sessions whose id, work dir, channel or any entry contains Q (case-insensitive)")
     ls.add_argument("--limit", metavar="N", type=_count, default=DEFAULT_LIMIT,
@@ -126,8 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
                           description="Print one session: its replay as Markdown (default) or JSON, or its raw rows.")
     _add_location(show, nested=True)
     show.add_argument("session_id", metavar="SESSION_ID", help="a session id or a unique prefix (4+ characters)")
-    show.add_argument("--format", choices=("md", "json"), default="md", help="md (default) or json")
+    show.add_argument("--format", choices=("md", "json", "html"), default="md",
+                      help="md (default), json, or html (one self-contained page)")
     show.add_argument("--raw", action="store_true", help="list every entry row instead of the replay")
+    show_export.add_export_options(show)
 
     demo = sub.add_parser("demo", help="write the demo session directory and print its path",
                           description="Write the demo session directory (reused when current) and print its path.")
@@ -403,8 +407,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     with _open(args) as sd:
         limit = args.limit if args.limit else 1 << 62
         page = list_sessions(sd, flt, SortKey(args.sort), descending, offset=args.offset, limit=limit)
-    if args.json:
-        json_out([s.to_json() for s in page.rows])
+    if output.list_out(args, [s.to_json() for s in page.rows]):
         return 0
     if not page.rows:
         out("No sessions match." if page.total == 0 else f"No sessions past row {args.offset}.")
@@ -424,6 +427,9 @@ def _normal_dir(text: str) -> str:
 def _cmd_show(args: argparse.Namespace) -> int:
     from store.mothx.sessions import get_session
 
+    if args.raw and args.format == "html":
+        raise UsageError("--raw lists the stored rows as md or json; --format html is the replay")
+    red = show_export.redactor(args)
     with _open(args) as sd:
         try:
             summary = get_session(sd, args.session_id)
@@ -438,26 +444,31 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
             rows = load_rows(sd, summary.id)
             if args.format == "json":
-                json_out({
+                show_export.emit_json(args, {
                     "session": summary.to_json(),
                     "rows": [{"seq": r.seq, "id": r.id, "type": r.type, "parent_id": r.parent_id,
                               "timestamp": r.timestamp, "parse_error": r.parse_error} for r in rows],
-                })
+                }, red)
             else:
-                for line in raw_markdown(summary, rows):
-                    out(line)
+                show_export.emit_text(args, "".join(line + "\n" for line in raw_markdown(summary, rows)), red)
             return 0
         if args.format == "json":
             from store.mothx.entries import export_json
 
             doc = json.loads(export_json(sd, summary.id))
-            json_out({"session": summary.to_json(), "messages": doc.get("messages", []),
-                      "compactions": doc.get("compactions", []), "corrupt_rows": doc.get("corrupt_rows", 0)})
+            show_export.emit_json(args, {"session": summary.to_json(), "messages": doc.get("messages", []),
+                                         "compactions": doc.get("compactions", []),
+                                         "corrupt_rows": doc.get("corrupt_rows", 0)}, red)
+            return 0
+        if args.format == "html":
+            from store.export_html import mothx_html
+
+            show_export.emit_text(args, mothx_html(sd, summary.id, redactor=red), red, redacted=True)
             return 0
         from store.mothx.entries import export_markdown
 
         text = export_markdown(sd, summary.id)
-    out_text(text)  # made safe here too (safe() is idempotent): the transcript is data
+    show_export.emit_text(args, text, red)  # made safe there too (safe() is idempotent): the transcript is data
     return 0
 
 

@@ -1,6 +1,6 @@
 """``sessionscope deliveries``, ``simulate-deliveries`` and ``repair retry-delivery``: the delivery outbox.
 
-    sessionscope [--dir PATH] deliveries [--json] [--session ID] [--limit N]
+    sessionscope [--dir PATH] deliveries [--json|--csv] [--redact] [--session ID] [--limit N]
     sessionscope [--dir PATH] simulate-deliveries [--outcome ok|transient|permanent|unknown] [--script K=O,…]…
                                                   [--exit-when-idle] [--max-seconds S] [--max-retries N] …
     sessionscope [--dir PATH] repair retry-delivery OPERATION_ID [--dry-run] [--yes] [--json]
@@ -30,7 +30,7 @@ from store import times
 from store.errors import ReadOnlyStore, SessionNotFound
 from store.mothx.db import OpenMode
 from tui.cli import output
-from tui.cli.output import Column, json_out, out
+from tui.cli.output import Column, out
 
 if TYPE_CHECKING:
     from store.mothx.delivery_model import DeliveryFailure
@@ -59,7 +59,7 @@ def register(sub: argparse._SubParsersAction, add_location: Callable[..., None])
                     "run, intent, platform, target, operation kind, status, failure code, attempts and whether "
                     "a retry is allowed. Read-only.")
     add_location(dl, nested=True)
-    dl.add_argument("--json", action="store_true", help="print {deliveries: [...], count} as JSON")
+    output.add_list_options(dl, "print {deliveries: [...], count} as JSON")
     dl.add_argument("--session", metavar="ID", default="", help="only this session's (id or unique prefix)")
     dl.add_argument("--limit", metavar="N", type=_count, default=DEFAULT_LIMIT,
                     help=f"at most N operations (default {DEFAULT_LIMIT})")
@@ -112,8 +112,8 @@ def cmd_deliveries(args: argparse.Namespace) -> int:
 
             session_id = resolve_session_id(sd, args.session)
         rows = list_delivery_failures(sd, session_id, limit=args.limit, chains=False) if args.limit else []
-    if args.json:
-        json_out({"deliveries": [r.to_json() for r in rows], "count": len(rows)})
+    records = [r.to_json() for r in rows]
+    if output.list_out(args, records, {"deliveries": records, "count": len(rows)}):
         return 0
     print_deliveries(rows)
     return 0

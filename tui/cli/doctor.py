@@ -13,7 +13,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from store.mothx.db import OpenMode
-from tui.cli.output import Column, json_out, out, table
+from tui.cli import output
+from tui.cli.output import Column, out, table
 
 if TYPE_CHECKING:
     from store.mothx.repair_kit import Repair
@@ -30,7 +31,7 @@ def register(sub: argparse._SubParsersAction, add_location: Callable[..., None])
                     "knowledge-base stores, what a reset would leave behind and where the space goes. Read-only. "
                     "Exit status 0 when healthy, 1 with warnings, 2 with errors.")
     add_location(doctor, nested=True)
-    doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+    output.add_list_options(doctor, "print the checks as JSON")
     doctor.add_argument("--full", action="store_true", help="also run the long integrity check (reads every page)")
     doctor.set_defaults(handler=cmd_doctor)
 
@@ -41,14 +42,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     mode = cli._mode(args, default=OpenMode.READ_ONLY)
     with cli.open_location(args, mode) as sd:
-        progress = _progress if args.full and not args.json and _tty(sys.stderr) else None
+        progress = _progress if args.full and not (args.json or args.csv) and _tty(sys.stderr) else None
         checks = run_checks(sd, full=bool(args.full), progress=progress)
         if progress is not None:
             sys.stderr.write("\r\x1b[K")
     code = exit_code(checks)
-    if args.json:
-        json_out({"status": ("ok", "warn", "error")[code], "exit": code, "counts": summarize(checks),
-                  "checks": [c.to_json() for c in checks]})
+    records = [c.to_json() for c in checks]
+    if output.list_out(args, records, {"status": ("ok", "warn", "error")[code], "exit": code,
+                                       "counts": summarize(checks), "checks": records}):
         return code
     table(DOCTOR_COLUMNS, [(c.status.upper(), c.id, c.detail + (f" — {c.advice}" if c.advice else ""),
                             c.repair or "-") for c in checks])

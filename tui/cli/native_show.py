@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING
 
 from store.errors import AmbiguousSessionId, SessionNotFound
 from store.safetext import one_line
-from tui.cli import output
-from tui.cli.output import json_out, out
+from tui.cli import show_export
 
 if TYPE_CHECKING:
     from store.agents.agentstate import CheckpointInfo
@@ -66,9 +65,11 @@ def find_captured(sd: SessionDir, text: str) -> CheckpointInfo | None:
 def show_captured(sd: SessionDir, args: argparse.Namespace) -> bool:
     """``show`` for a captured Claude Code or Codex session: False when no checkpoint has that id (or prefix).
 
-    Markdown: the main transcript then each sub-agent; ``--format json``: ``{"session": {...}, "messages":
+    Markdown: the main transcript then each sub-agent; ``--format html``: the same as one HTML page
+    (:func:`store.export_html.session_html`); ``--format json``: ``{"session": {...}, "messages":
     [...]}`` (see :func:`store.agents.native_export.session_messages`); ``--raw``: the stored records as they
-    are (JSON: ``{"session": {...}, "rows": [{"file", "line", "content"}]}``)."""
+    are (JSON: ``{"session": {...}, "rows": [{"file", "line", "content"}]}``). ``--output``, ``--replace`` and
+    ``--redact`` as :mod:`tui.cli.show_export` says."""
     from store.agents import agentstate
     from store.agents.capture import read_checkpoint_session
     from store.agents.native_export import session_markdown, session_messages
@@ -81,15 +82,16 @@ def show_captured(sd: SessionDir, args: argparse.Namespace) -> bool:
         raise SessionNotFound(f"The {agent} session {one_line(sid)} has no published checkpoint (its head is a reset "
                               "or missing); capture it again to show it.")
     head = checkpoint_json(info)
+    red = show_export.redactor(args)
     if args.raw:
         cp = agentstate.load_checkpoint(sd, agent, sid)
         records = cp.records if cp is not None else ()
         if args.format == "json":
-            json_out({"session": head, "rows": [{"file": r.file_path, "line": r.line_number, "content": str(r.content)}
-                                               for r in records]})
+            show_export.emit_json(args, {"session": head, "rows": [
+                {"file": r.file_path, "line": r.line_number, "content": str(r.content)} for r in records]}, red)
         else:
-            for r in records:
-                out(f"{one_line(r.file_path)}:{r.line_number}  {one_line(str(r.content))}")
+            show_export.emit_text(args, "".join(f"{one_line(r.file_path)}:{r.line_number}  "
+                                                f"{one_line(str(r.content))}\n" for r in records), red)
         return True
     session = read_checkpoint_session(sd, agent, sid)
     if session is None:
@@ -101,8 +103,13 @@ def show_captured(sd: SessionDir, args: argparse.Namespace) -> bool:
                 "sidechain_messages": sum(1 for m in messages if m["sidechain"]),
                 "subagents": [{"agent_id": s.agent_id, "layout": s.layout, "task_call_id": s.task_call_id,
                                "task_line": s.task_line, "records": s.transcript.records} for s in session.subagents]}
-        json_out({"session": head, "messages": messages})
+        show_export.emit_json(args, {"session": head, "messages": messages}, red)
         return True
     title = f"{AGENT_TITLES.get(agent, agent)} session {sid}"
-    output.out_text(session_markdown(session, title=title))
+    if args.format == "html":
+        from store.export_html import session_html
+
+        show_export.emit_text(args, session_html(session, title=title, redactor=red), red, redacted=True)
+        return True
+    show_export.emit_text(args, session_markdown(session, title=title), red)
     return True

@@ -7,6 +7,10 @@
 * :func:`err` / :func:`note` print one line on standard error (``sessionscope: …``), whitespace collapsed.
 * :func:`json_out` prints JSON through :func:`store.safetext.json_dumps`: C1, DEL, bidi and surrogate characters
   are ``\\uXXXX`` escapes, so the text is safe on a terminal and still parses back to exactly the data.
+* :func:`csv_out` prints records (the objects ``--json`` prints) as CSV: one column per key, every cell made
+  safe, nested values as compact JSON, and a cell that starts like a formula (``=``, ``+``, ``-``, ``@``, tab,
+  carriage return) prefixed with ``'`` so a spreadsheet shows it as text instead of running it (CSV injection).
+  :func:`add_list_options` / :func:`list_out` give every list command ``--json`` / ``--csv`` / ``--redact``.
 * :func:`table` prints a Rich :class:`~rich.table.Table` of plain cells (never parsed as markup, so ``[/]``
   is literal): as wide as the terminal on a terminal, else as wide as its widest row, so piped output is
   never cut.
@@ -17,11 +21,13 @@ backslash escape instead (JSON gets ``\\uXXXX``, which any encoding can carry).
 
 from __future__ import annotations
 
+import argparse
+import csv
 import io
 import json
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -146,4 +152,93 @@ def table(columns: Sequence[Column], rows: Sequence[Sequence[object]], *, stream
     _write(target, "".join(line + "\n" for line in lines))
 
 
-__all__ = ["Column", "err", "json_out", "json_text", "note", "out", "out_text", "render_table", "table"]
+# ------------------------------------------------------------------------------------------------ CSV / lists
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+"""A cell starting with one of these is a formula to a spreadsheet: it is written with a leading ``'``."""
+
+
+def csv_cell(value: object) -> str:
+    """One CSV cell: ``None`` empty, booleans ``true`` / ``false``, numbers as they are, lists and objects as
+    compact JSON; text made safe (newlines and tabs kept, every other control shown as an escape) and, when
+    it starts like a formula, prefixed with ``'``."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, (Mapping, list, tuple)):
+        text = json_dumps(value, indent=None)
+    else:
+        text = safe(value, newlines=True, tabs=True)
+    return "'" + text if text.startswith(FORMULA_START) else text
+
+
+def csv_text(records: Sequence[Mapping[str, object]], columns: Sequence[str] | None = None) -> str:
+    """``records`` as CSV text (a header row, then one row per record, ``\\n`` line ends: no raw carriage return).
+    ``columns``: the keys to write, in order (default: every key, in the order first seen)."""
+    if columns is None:
+        seen: dict[str, None] = {}
+        for r in records:
+            seen.update(dict.fromkeys(r))
+        columns = list(seen)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([csv_cell(c) for c in columns])
+    for r in records:
+        writer.writerow([csv_cell(r.get(c)) for c in columns])
+    return buffer.getvalue()
+
+
+def csv_out(records: Sequence[Mapping[str, object]], *, columns: Sequence[str] | None = None,
+            stream: TextIO | None = None) -> None:
+    """``records`` as CSV on standard output (see :func:`csv_text`)."""
+    _write(stream or sys.stdout, csv_text(records, columns))
+
+
+def add_list_options(parser: argparse.ArgumentParser, json_help: str) -> None:
+    """``--json`` / ``--csv`` (one of them) and ``--redact`` for a command that lists things."""
+    formats = parser.add_mutually_exclusive_group()
+    formats.add_argument("--json", action="store_true", help=json_help)
+    formats.add_argument("--csv", action="store_true",
+                         help="print the same objects as CSV, one column per field (cells starting with = + - @ "
+                              "are prefixed with ' so a spreadsheet does not run them)")
+    parser.add_argument("--redact", action="store_true",
+                        help="with --json or --csv: replace values that look like secrets by [REDACTED:kind]")
+
+
+def list_out(args: argparse.Namespace, records: Sequence[Mapping[str, object]],
+             json_doc: object = None) -> bool:
+    """Print ``records`` as CSV (``--csv``) or JSON (``--json``: ``json_doc``, default the list itself); False
+    when neither was asked (the caller prints its table). With ``--redact`` every string is redacted, JSON
+    gets ``redactions`` (an object; a list is wrapped as ``{"items": [...], "redactions": {...}}``) and one
+    line on standard error says what was redacted."""
+    wanted_csv, wanted_json = bool(getattr(args, "csv", False)), bool(getattr(args, "json", False))
+    redact = bool(getattr(args, "redact", False))
+    if not (wanted_csv or wanted_json):
+        if redact:
+            note("--redact applies to --json and --csv output only")
+        return False
+    red = None
+    if redact:
+        from store.redact import Redactor
+
+        red = Redactor()
+    if wanted_csv:
+        rows = [{k: red.value(v) for k, v in r.items()} for r in records] if red is not None else records
+        csv_out(rows)
+    else:
+        doc: object = list(records) if json_doc is None else json_doc
+        if red is not None:
+            doc = red.value(doc)
+            doc = {**doc, "redactions": red.report()} if isinstance(doc, dict) else \
+                {"items": doc, "redactions": red.report()}
+        json_out(doc)
+    if red is not None:
+        note(red.summary())
+    return True
+
+
+__all__ = ["Column", "FORMULA_START", "add_list_options", "csv_cell", "csv_out", "csv_text", "err", "json_out",
+           "json_text", "list_out", "note", "out", "out_text", "render_table", "table"]

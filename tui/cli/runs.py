@@ -1,6 +1,6 @@
 """``sessionscope runs`` and ``sessionscope repair …``: runs, leases and recovery from the command line.
 
-    sessionscope [--dir PATH] runs [--json] [--orphaned] [--session ID] [--limit N]
+    sessionscope [--dir PATH] runs [--json|--csv] [--redact] [--orphaned] [--session ID] [--limit N]
     sessionscope [--dir PATH] repair recover-run RUN_ID [--user-stop] [--dry-run] [--yes] [--json]
     sessionscope [--dir PATH] repair release-lease SESSION_ID [--dry-run] [--yes] [--json]
     sessionscope [--dir PATH] repair abandon-tools SESSION_ID TURN_ID [CALL_ID ...] [--dry-run] [--yes] [--json]
@@ -62,7 +62,7 @@ def register(sub: argparse._SubParsersAction, add_location: Callable[..., None])
         description="List active runs (every one) and the newest recent runs: status, derived execution state, "
                     "lease holder, epoch, expiry and recovery record. Read-only.")
     add_location(runs, nested=True)
-    runs.add_argument("--json", action="store_true", help="print a JSON list of run objects")
+    output.add_list_options(runs, "print a JSON list of run objects")
     runs.add_argument("--orphaned", action="store_true",
                       help="only orphaned runs and runs whose recovery failed (active runs whose owner is gone)")
     runs.add_argument("--session", metavar="ID", default="", help="only this session's runs (id or unique prefix)")
@@ -229,8 +229,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         page = runs_page(sd, RunScope(session_id, orphaned_only=args.orphaned), limit=args.limit,
                          local_instance_id=me)
     rows = list(page.rows)
-    if args.json:
-        json_out([run_json(ls) for ls in rows])
+    if output.list_out(args, [run_json(ls) for ls in rows]):
         return 0
     print_runs(rows, orphaned=args.orphaned)
     return 0
