@@ -32,6 +32,18 @@ def _system_copy(text: str) -> bool:
     return True
 
 
+def copy_quietly(node: App[object] | Widget, text: str) -> str | None:
+    """Copy ``text`` without a notification of its own (the caller says it in its line); where it went, or None."""
+    shown = safe(text, newlines=True, tabs=True)
+    if _system_copy(shown):
+        return SYSTEM
+    try:
+        node.app.copy_to_clipboard(shown)
+    except Exception:  # noqa: BLE001 - the caller's line then says nothing was copied
+        return None
+    return TERMINAL
+
+
 def copy(node: App[object] | Widget, text: str, what: str) -> str | None:
     """Copy ``text`` (described as ``what``, e.g. "the session id"), notify where it went, and return that
     ("system clipboard" or "terminal clipboard (OSC 52)"); ``None`` when it could not be copied (said too)."""
@@ -49,4 +61,4 @@ def copy(node: App[object] | Widget, text: str, what: str) -> str | None:
     return via
 
 
-__all__ = ["SYSTEM", "TERMINAL", "copy"]
+__all__ = ["SYSTEM", "TERMINAL", "copy", "copy_quietly"]

@@ -104,3 +104,4 @@ class ExportFinished(Message):
     path: Path
     chars: int
     error: str = ""
+    note: str = ""  # e.g. what redaction replaced

@@ -35,7 +35,7 @@ async def open_dialog(pilot: object) -> ExportDialog:
     return dialog
 
 
-async def test_tab_goes_path_export_cancel_format(demo_master: Path) -> None:
+async def test_tab_goes_path_redact_export_cancel_format(demo_master: Path) -> None:
     sid = find_demo_sessions(demo_master).tool_error
     with open_session_dir(demo_master, OpenMode.READ_ONLY) as sd:
         app = TranscriptHost(sd, sid)
@@ -44,11 +44,11 @@ async def test_tab_goes_path_export_cancel_format(demo_master: Path) -> None:
             dialog = await open_dialog(pilot)
             assert focused_id(app) == "export-path"
             seen = []
-            for _ in range(4):
+            for _ in range(5):
                 await pilot.press("tab")
                 await pilot.pause()
                 seen.append(focused_id(app))
-            assert seen == ["export-ok", "export-cancel", "export-format", "export-path"]
+            assert seen == ["export-redact", "export-ok", "export-cancel", "export-format", "export-path"]
             assert isinstance(dialog.query_one("#export-ok"), Button)
 
 
@@ -66,6 +66,9 @@ async def test_enter_on_the_format_picks_it_and_keeps_the_dialog(demo_master: Pa
             assert app.screen is dialog, "enter on the format picks it; the dialog stays"
             assert dialog.format == "json" and dialog.query_one("#export-path", Input).value.endswith(".json")
             assert focused_id(app) == "export-path"
+            await pilot.press("tab")
+            await pilot.pause()
+            assert focused_id(app) == "export-redact"
             await pilot.press("tab")
             await pilot.pause()
             assert focused_id(app) == "export-ok", "tab after the pick lands on Export, not Cancel"
@@ -90,3 +93,39 @@ def test_markdown_counts_the_messages_the_screen_and_json_count(demo_master: Pat
     assert plan.summary is not None, "the long session replays a compaction summary"
     assert shown == in_json
     assert f"{shown:,} messages" in markdown.splitlines()[2]
+
+
+async def test_an_html_export_with_redaction_from_the_dialog(demo_master: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyperclip
+    from textual.widgets import Checkbox
+
+    copied: list[str] = []
+    monkeypatch.setattr(pyperclip, "copy", copied.append)
+    sid = find_demo_sessions(demo_master).tool_error
+    target = tmp_path / "out.html"
+    with open_session_dir(demo_master, OpenMode.READ_ONLY) as sd:
+        app = TranscriptHost(sd, sid)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            dialog = await open_dialog(pilot)
+            dialog.query_one("#export-format", RadioSet).focus()
+            await pilot.pause()
+            await pilot.press("right", "right", "enter")
+            await pilot.pause()
+            assert dialog.format == "html"
+            dialog.query_one("#export-redact", Checkbox).value = True
+            dialog.query_one("#export-path", Input).value = str(target)
+            await pilot.pause()
+            dialog.query_one("#export-path", Input).focus()
+            await pilot.press("enter")
+            for _ in range(60):
+                await pilot.pause(0.05)
+                if target.exists():
+                    break
+            await settle(pilot)
+            page = target.read_text(encoding="utf-8")
+            assert page.startswith("<!DOCTYPE html>") and "<script" not in page
+            said = " ".join(str(n.message) for n in list(app._notifications))
+            assert "redacted" in said and "the path is on the system clipboard" in said, said
+            assert copied == [str(target)]

@@ -55,6 +55,7 @@ from tui.widgets.export_dialog import (
     ExportDialog,
     ExportRequest,
     notify_export,
+    redacting,
     safe_json,
     safe_markdown,
     write_export,
@@ -78,6 +79,7 @@ from tui.widgets.transcript_view import GUTTER, JumpTarget, NativeBlocksView, Na
 if TYPE_CHECKING:
     from store.agents.sessionlog import FollowUpdate, NativeFollower
     from store.mothx.sessiondir import SessionDir
+    from store.redact import Redactor
     from tui.widgets.transcript_blocks import ViewItem
 
 FOLLOW_POLL_S = 0.5
@@ -607,14 +609,19 @@ class NativeTranscriptScreen(ReportsWorkerFailures, Screen[None]):
     @work(thread=True, exclusive=True, group="native-export", exit_on_error=False, description="Export a transcript")
     def _export(self, request: ExportRequest, t: NativeTranscript, selection: dict[str, int]) -> None:
         from store.agents.native_export import native_json, native_markdown
+        from store.redact import redact_export
 
-        if request.format == "json":
-            def make() -> str:
-                return safe_json(native_json(t, selection))
-        else:
-            def make() -> str:
-                return safe_markdown(native_markdown(t, selection))
-        self.post_message(write_export(request.path, self.sd.root, make, replace=request.replace))
+        def text(red: Redactor | None) -> str:
+            if request.format == "html":
+                from store.export_html import native_html
+
+                return native_html(t, selection, redactor=red)
+            made = safe_json(native_json(t, selection)) if request.format == "json" else \
+                safe_markdown(native_markdown(t, selection))
+            return made if red is None else redact_export(made, request.format, red)
+
+        make, red = redacting(request, text)
+        self.post_message(write_export(request.path, self.sd.root, make, replace=request.replace, redactor=red))
 
     @on(ExportFinished)
     def _exported(self, message: ExportFinished) -> None:

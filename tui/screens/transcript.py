@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.style import Style
 from rich.text import Text
@@ -46,6 +46,7 @@ from tui.widgets.export_dialog import (
     ExportDialog,
     ExportRequest,
     notify_export,
+    redacting,
     safe_json,
     safe_markdown,
     write_export,
@@ -62,6 +63,9 @@ from tui.widgets.transcript_view import (
     TranscriptView,
     WindowedView,
 )
+
+if TYPE_CHECKING:
+    from store.redact import Redactor
 
 
 @dataclass(frozen=True)
@@ -642,14 +646,23 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
 
     @work(thread=True, exclusive=True, group="transcript-export", exit_on_error=False, description="Export the transcript")
     def _export(self, request: ExportRequest) -> None:
+        from store.redact import redact_export
+
         sd, session_id = self.sd, self.session_id
-        if request.format == "json":
-            def make() -> str:
-                return safe_json(entries.export_json(sd, session_id))
-        else:
-            def make() -> str:
-                return safe_markdown(entries.export_markdown(sd, session_id))
-        self.post_message(write_export(request.path, sd.root, make, replace=request.replace))
+
+        def text(red: Redactor | None) -> str:
+            if request.format == "html":
+                from store.export_html import mothx_html
+
+                return mothx_html(sd, session_id, redactor=red)
+            if request.format == "json":
+                made = safe_json(entries.export_json(sd, session_id))
+            else:
+                made = safe_markdown(entries.export_markdown(sd, session_id))
+            return made if red is None else redact_export(made, request.format, red)
+
+        make, red = redacting(request, text)
+        self.post_message(write_export(request.path, sd.root, make, replace=request.replace, redactor=red))
 
     @on(ExportFinished)
     def _export_finished(self, message: ExportFinished) -> None:

@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from rich.text import Text
 from textual import on
@@ -26,7 +26,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widget import Widget
-from textual.widgets import Button, Input, RadioButton, RadioSet, Static
+from textual.widgets import Button, Checkbox, Input, RadioButton, RadioSet, Static
 
 from store import exports
 from store.safetext import json_dumps, one_line, safe
@@ -34,8 +34,12 @@ from tui.formatting import describe_error, plural, tildify
 from tui.messages import ExportFinished
 from tui.safe import notify
 
-ExportFormat = Literal["markdown", "json"]
-EXTENSIONS: dict[str, str] = {"markdown": ".md", "json": ".json"}
+if TYPE_CHECKING:
+    from store.redact import Redactor
+
+ExportFormat = Literal["markdown", "json", "html"]
+EXTENSIONS: dict[str, str] = {"markdown": ".md", "json": ".json", "html": ".html"}
+_FORMAT_IDS: dict[str, ExportFormat] = {"export-markdown": "markdown", "export-json": "json", "export-html": "html"}
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class ExportRequest:
     format: ExportFormat
     path: Path
     replace: bool = False  # the file exists and the user pressed Export twice to replace it
+    redact: bool = False  # values that look like secrets are replaced (store.redact)
 
 
 def default_export_path(session_id: str, fmt: ExportFormat = "markdown") -> str:
@@ -61,7 +66,8 @@ def inside(path: Path, folder: Path) -> bool:
     return True
 
 
-def write_export(path: Path, session_root: Path, make: Callable[[], str], *, replace: bool = False) -> ExportFinished:
+def write_export(path: Path, session_root: Path, make: Callable[[], str], *, replace: bool = False,
+                 redactor: Redactor | None = None) -> ExportFinished:
     """Write the text ``make()`` returns to ``path`` (never inside the session directory, never through a link;
     an existing file only with ``replace``), in a worker. The returned message says what happened, a failure of
     any kind included, and is posted by the caller."""
@@ -79,7 +85,7 @@ def write_export(path: Path, session_root: Path, make: Callable[[], str], *, rep
         return ExportFinished(path, 0, f"{one_line(str(path))} could not be written: {one_line(exc.strerror or exc)}.")
     except Exception as exc:  # noqa: BLE001 - a bug in an exporter: one line, never a silent failure
         return ExportFinished(path, 0, f"The export could not be made: {describe_error(exc)}")
-    return ExportFinished(path, len(text))
+    return ExportFinished(path, len(text), note=redactor.summary() if redactor is not None else "")
 
 
 def safe_markdown(text: str) -> str:
@@ -96,10 +102,26 @@ def safe_json(text: str) -> str:
 
 
 def notify_export(widget: Widget, message: ExportFinished) -> None:
+    """One line: where the export went (its path is copied too) and what redaction found; or why it failed."""
     if message.error:
         notify(widget, message.error, title="Export failed", severity="error")
-    else:
-        notify(widget, f"Exported to {tildify(message.path)} ({plural(message.chars, 'character')}).", title="Export")
+        return
+    from tui.clipboard import copy_quietly
+
+    via = copy_quietly(widget, str(message.path))
+    copied = f"; the path is on the {via}" if via else ""
+    redacted = f"; {message.note}" if message.note else ""
+    notify(widget, f"Exported to {tildify(message.path)} ({plural(message.chars, 'character')}{redacted}{copied}).",
+           title="Export")
+
+
+def redacting(request: ExportRequest, make: Callable[[Redactor | None], str]) -> tuple[Callable[[], str],
+                                                                                     Redactor | None]:
+    """``make(redactor)`` as the text maker of :func:`write_export`, with a redactor when the request asks."""
+    from store.redact import Redactor
+
+    red = Redactor() if request.redact else None
+    return (lambda: make(red)), red
 
 
 def check_export_path(text: str, session_root: Path | None) -> tuple[Path | None, str]:
@@ -202,10 +224,13 @@ class ExportDialog(ModalScreen["ExportRequest | None"]):
             with RadioSet(id="export-format"):
                 yield RadioButton("Markdown (.md)", value=self.format == "markdown", id="export-markdown")
                 yield RadioButton("JSON (.json)", value=self.format == "json", id="export-json")
+                yield RadioButton("HTML page (.html, readable offline)", value=self.format == "html",
+                                  id="export-html")
             yield Static("File (outside the session directory):", id="export-label", markup=False)
             yield Input(default_export_path(self.session_id, self.format), id="export-path")
             yield Static(Text("enter or Export writes the file · esc cancels"), id="export-note", markup=False)
-            # tab goes format → path → Export → Cancel (the focus order is the order composed)
+            yield Checkbox("Redact secrets (API keys, tokens, private keys, passwords in URLs)", id="export-redact")
+            # tab goes format → path → redact → Export → Cancel (the focus order is the order composed)
             with Horizontal(id="export-buttons"):
                 yield Button("Export", id="export-ok", variant="primary")
                 yield Button("Cancel", id="export-cancel")
@@ -218,7 +243,7 @@ class ExportDialog(ModalScreen["ExportRequest | None"]):
 
     @on(RadioSet.Changed, "#export-format")
     def _format_changed(self, event: RadioSet.Changed) -> None:
-        new: ExportFormat = "json" if event.pressed.id == "export-json" else "markdown"
+        new: ExportFormat = _FORMAT_IDS.get(event.pressed.id or "", "markdown")
         if new == self.format:
             return
         old_ext, new_ext = EXTENSIONS[self.format], EXTENSIONS[new]
@@ -246,7 +271,8 @@ class ExportDialog(ModalScreen["ExportRequest | None"]):
             self._armed_overwrite = path
             self._note(f"{one_line(path.name)} exists: press Export again to replace it.", "warning")
             return
-        self.dismiss(ExportRequest(self.format, path, replace=exists))
+        redact = self.query_one("#export-redact", Checkbox).value
+        self.dismiss(ExportRequest(self.format, path, replace=exists, redact=redact))
 
     @on(Button.Pressed, "#export-cancel")
     def action_cancel(self) -> None:
