@@ -183,74 +183,73 @@ def _page(hits: list[SearchHit], limit: int | None, after: tuple[float, str] | N
     return hits[:max(0, limit)], True
 
 
+Raw = tuple[float, str, int, float | None, int, str, str, str, object]
+"""A ranked hit as the grouping statement gives it: (order, session id, key, score, matches, then its facts:
+entry id, role, entry type / agent, file path, line number)."""
+
+
+def _raw_page(raw: list[Raw], limit: int | None, after: tuple[float, str] | None) -> tuple[list[Raw], bool]:
+    raw.sort(key=lambda r: (r[0], r[1]))
+    if after is not None:
+        raw = [r for r in raw if (r[0], r[1]) > after]
+    if limit is None or len(raw) <= limit:
+        return raw, False
+    return raw[:max(0, limit)], True
+
+
 def _ranked(sd: SessionDir, index: SearchIndex, text: str, limit: int | None, after: tuple[float, str] | None,
             captured: bool, snippets: bool) -> SearchResult:
     parsed = q.parse(text)
-    hits: list[SearchHit] = []
+    raw: list[Raw] = []
     conn = index.conn
     if not parsed.empty:
         match = parsed.fts()
         if captured:
             rows = conn.execute(
                 "WITH h AS MATERIALIZED (SELECT rowid AS k, bm25(record_fts) AS score FROM record_fts "
-                "WHERE record_fts MATCH ?) SELECT m.agent_session_id, h.k, MIN(h.score), count(*), m.agent_id "
-                "FROM h JOIN record_meta m ON m.line_key = h.k GROUP BY m.agent_id, m.agent_session_id",
-                (match,)).fetchall()
-            hits = [SearchHit(as_text(sid), float(score), float(score), as_int(rowid), matches=as_int(n),
-                              agent_id=as_text(agent)) for sid, rowid, score, n, agent in rows]
+                "WHERE record_fts MATCH ?) SELECT MIN(h.score), m.agent_session_id, h.k, h.score, count(*), "
+                "m.agent_id, m.file_path, m.line_number FROM h CROSS JOIN record_meta m ON m.line_key = h.k "
+                "GROUP BY m.agent_id, m.agent_session_id", (match,)).fetchall()
+            raw = [(*r, None) for r in rows]
         else:
             rows = conn.execute(
                 "WITH h AS MATERIALIZED (SELECT rowid AS k, bm25(entry_fts) AS score FROM entry_fts "
-                "WHERE entry_fts MATCH ?) SELECT m.session_id, h.k, MIN(h.score), count(*) FROM h "
-                "JOIN entry_meta m ON m.seq = h.k GROUP BY m.session_id", (match,)).fetchall()
-            hits = [SearchHit(as_text(sid), float(score), float(score), as_int(rowid), matches=as_int(n))
-                    for sid, rowid, score, n in rows]
+                "WHERE entry_fts MATCH ?) SELECT MIN(h.score), m.session_id, h.k, h.score, count(*), m.entry_id, "
+                "m.role, m.entry_type FROM h CROSS JOIN entry_meta m ON m.seq = h.k GROUP BY m.session_id",
+                (match,)).fetchall()
+            raw = [(*r, None) for r in rows]   # (MIN() makes the bare columns those of the best hit's row)
     if not captured and text.strip():
-        found = {h.session_id for h in hits}
-        hits += [SearchHit(sid, None, SESSION_ONLY, 0) for sid in _column_matches(sd, text) if sid not in found]
-    total = len(hits)
-    page, more = _page(hits, limit, after)
-    if page:
-        page = _details(index, parsed, page, captured, snippets)
-    return SearchResult(text, INDEX, "", tuple(page), total, more, captured)
+        found = {r[1] for r in raw}
+        raw += [(SESSION_ONLY, sid, 0, None, 0, "", "", "", 0) for sid in _column_matches(sd, text) if sid not in found]
+    total = len(raw)
+    page, more = _raw_page(raw, limit, after)
+    hits = _details(index, parsed, page, captured, snippets) if page else []
+    return SearchResult(text, INDEX, "", tuple(hits), total, more, captured)
 
 
-def _details(index: SearchIndex, parsed: q.Query, page: list[SearchHit], captured: bool,
+def _details(index: SearchIndex, parsed: q.Query, page: list[Raw], captured: bool,
              snippets: bool) -> list[SearchHit]:
-    """The page's hits with their entry facts and snippets (two statements for the whole page)."""
+    """The page's hits, with snippets when asked for (two statements per 500 hits)."""
     conn = index.conn
     table = "record_fts" if captured else "entry_fts"
-    cols = "m.agent_id, m.file_path, m.line_number" if captured else "m.entry_id, m.role, m.entry_type"
-    join = "record_meta m ON m.line_key = f.rowid" if captured else "entry_meta m ON m.seq = f.rowid"
-    seqs = [h.seq for h in page if h.seq]
-    facts: dict[int, tuple[object, ...]] = {}
     marked: dict[int, Snippet] = {}
-    for i in range(0, len(seqs), 500):
-        chunk = seqs[i:i + 500]
-        marks = ",".join("?" * len(chunk))
-        for row in conn.execute(f"SELECT f.rowid, {cols}, f.text FROM {table} f JOIN {join} "
-                                f"WHERE f.rowid IN ({marks})", chunk):
-            facts[as_int(row[0])] = row[1:]
-        if snippets and not parsed.empty:
-            opening, closing = _markers(str(f[-1]) for f in facts.values())
+    if snippets and not parsed.empty:
+        keys = [r[2] for r in page if r[2]]
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            texts = [as_text(r[0]) for r in conn.execute(f"SELECT text FROM {table} WHERE rowid IN ({marks})", chunk)]
+            opening, closing = _markers(texts)
             for rowid, snip in conn.execute(
                     f"SELECT rowid, snippet({table}, 0, ?, ?, '…', {SNIPPET_TOKENS}) FROM {table} "
                     f"WHERE {table} MATCH ? AND rowid IN ({marks})", (opening, closing, parsed.fts(), *chunk)):
-                marked[as_int(rowid)] = _unmark(as_text(snip), opening, closing)
-    out = []
-    for h in page:
-        f = facts.get(h.seq)
-        if f is None:
-            out.append(h)
-            continue
-        snippet = marked.get(h.seq)
-        if captured:
-            out.append(_with(h, agent_id=as_text(f[0]) or h.agent_id, file_path=as_text(f[1]),
-                             line_number=as_int(f[2]), snippet=snippet))
-        else:
-            out.append(_with(h, entry_id=as_text(f[0]), role=as_text(f[1]), entry_type=as_text(f[2]),
-                             snippet=snippet))
-    return out
+                marked[rowid] = _unmark(as_text(snip), opening, closing)
+    empty = Snippet("")
+    if captured:
+        return [SearchHit(sid, score, order, k, matches=n, agent_id=a, file_path=f, line_number=as_int(line),
+                          snippet=marked.get(k, empty)) for order, sid, k, score, n, a, f, line, _ in page]
+    return [SearchHit(sid, score, order, k, eid, role, etype, n, marked.get(k, empty))
+            for order, sid, k, score, n, eid, role, etype, _ in page]
 
 
 def _with(h: SearchHit, *, snippet: Snippet | None, **changes: object) -> SearchHit:
