@@ -170,7 +170,8 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
     FOLLOW_LIMIT: ClassVar[int] = 512
     """New rows one follow step reads at most; more is a gap ("partial, reloading")."""
 
-    def __init__(self, sd: SessionDir, session_id: str) -> None:
+    def __init__(self, sd: SessionDir, session_id: str, *, at_seq: int | None = None) -> None:
+        """``at_seq``: open at the block of that entry (a search hit) instead of the start."""
         super().__init__()
         self.sd = sd
         self.session_id = session_id
@@ -187,7 +188,7 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
         self._following = False     # a follow step is being read
         self._follow_again = False  # a hint came while it was
         self._reloading = False     # a follow reload is reading the facts again
-        self._reload_target: JumpTarget | None = None
+        self._reload_target: JumpTarget | None = JumpTarget("seq", at_seq) if at_seq else None
 
     # --- layout -----------------------------------------------------------------------------------------------
 
