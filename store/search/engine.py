@@ -19,7 +19,7 @@ import threading
 import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from store.mothx.aggregates import Scanner, read_layout
 from store.mothx.cells import as_int, as_text, bind
@@ -61,8 +61,9 @@ class Snippet:
         return out
 
 
-@dataclass(frozen=True)
-class SearchHit:
+class SearchHit(NamedTuple):
+    """One session's best hit (a named tuple: a page of thousands is built without per-field Python calls)."""
+
     session_id: str            # the mothx session id (captured: the agent session id)
     score: float | None        # bm25 of the best hit (lower is better); None from the LIKE scan / session columns
     order: float               # the sort key within a result (score, or the LIKE scan's order)
@@ -246,19 +247,22 @@ def _details(index: SearchIndex, parsed: q.Query, page: list[Raw], captured: boo
                 marked[rowid] = _unmark(as_text(snip), opening, closing)
     empty = Snippet("")
     if captured:
-        return [SearchHit(sid, score, order, k, matches=n, agent_id=a, file_path=f, line_number=as_int(line),
-                          snippet=marked.get(k, empty)) for order, sid, k, score, n, a, f, line, _ in page]
+        return [SearchHit(as_text(sid), score, order, k, matches=n, agent_id=as_text(a), file_path=as_text(f),
+                          line_number=as_int(line), snippet=marked.get(k, empty))
+                for order, sid, k, score, n, a, f, line, _ in page]
+    if any(type(r[1]) is not str or type(r[5]) is not str or type(r[6]) is not str or type(r[7]) is not str
+           for r in page):   # a BLOB: a value that is not UTF-8
+        page = [(r[0], as_text(r[1]), r[2], r[3], r[4], as_text(r[5]), as_text(r[6]), as_text(r[7]), r[8])
+                for r in page]
     return [SearchHit(sid, score, order, k, eid, role, etype, n, marked.get(k, empty))
             for order, sid, k, score, n, eid, role, etype, _ in page]
 
 
 def _with(h: SearchHit, *, snippet: Snippet | None, **changes: object) -> SearchHit:
-    from dataclasses import replace
-
     fields: dict[str, object] = dict(changes)
     if snippet is not None:
         fields["snippet"] = snippet
-    return replace(h, **fields)  # type: ignore[arg-type]
+    return h._replace(**fields)  # type: ignore[arg-type]
 
 
 def _markers(texts: Iterable[str]) -> tuple[str, str]:

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from store import paths
 from store.mothx.aggregates import read_layout
-from store.mothx.cells import as_int, as_text, bind, decode
+from store.mothx.cells import as_int, as_text, bind
 from store.search.text import entry_text, record_text
 
 try:
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from store.mothx.db import Database
     from store.mothx.sessiondir import SessionDir
 
-FORMAT = 2
+FORMAT = 3
 """Bumped whenever what the index holds changes meaning; an index of another format is emptied and rebuilt."""
 CHUNK = 20_000
 """Keys (seq numbers, line rowids) read and committed per step of a build."""
@@ -260,14 +260,15 @@ class SearchIndex:
             kind = as_text(etype)
             text, role = entry_text(kind, data)
             if text:
-                values.append((as_int(s), fts_text(text), bind(as_text(sid)), bind(as_text(eid)), role, kind))
+                values.append((as_int(s), fts_text(text), bind(as_text(sid)), bind(as_text(eid)), bind(role),
+                               bind(kind)))
         with self._write() as conn:
             current = self.meta("entries")
             if current is None or current.generation != meta.generation or current.max_key != lo:
                 return None if current is None or current.generation != meta.generation else current
             conn.executemany("INSERT INTO entry_fts (rowid, text) VALUES (?, ?)", [v[:2] for v in values])
             conn.executemany("INSERT INTO entry_meta (seq, session_id, entry_id, role, entry_type) "
-                             "VALUES (?, CAST(? AS TEXT), CAST(? AS TEXT), ?, ?)", [(v[0], *v[2:]) for v in values])
+                             "VALUES (?, ?, ?, ?, ?)", [(v[0], *v[2:]) for v in values])
             samples = list(meta.samples)
             if rows:
                 samples.append([as_int(rows[-1][0]), as_text(rows[-1][2])])
@@ -330,7 +331,7 @@ class SearchIndex:
                 return None if current is None or current.generation != meta.generation else current
             conn.executemany("INSERT INTO record_fts (rowid, text) VALUES (?, ?)", [v[:2] for v in values])
             conn.executemany("INSERT INTO record_meta (line_key, agent_id, agent_session_id, file_path, line_number) "
-                             "VALUES (?, CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT), ?)",
+                             "VALUES (?, ?, ?, ?, ?)",
                              [(v[0], *v[2:]) for v in values])
             samples = list(meta.samples)
             if rows:
@@ -344,7 +345,8 @@ class SearchIndex:
 
 def _connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=10)
-    conn.text_factory = decode
+    # Text comes back as str (C-decoded: every stored text is UTF-8); an id that is not UTF-8 is stored as the
+    # BLOB of its bytes (``store.mothx.cells.bind``) and comes back as bytes (``as_text`` decodes it).
     try:
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA synchronous = NORMAL")

@@ -258,17 +258,27 @@ def test_hostile_text_in_snippets_stays_literal(writer: Writer) -> None:
     for bad in HOSTILE:
         writer.user("h", f"before {bad} marker after")
     writer.user("h", "private \ue000 use \ue001 chars marker")
+    writer.entry("h", "message", data='{"type":"message","id":"sur","message":{"role":"us\\ud83der",'
+                 '"content":"lone \\ud83d surrogate marker"}}')
+    writer.conn.execute("INSERT INTO sessions (id, cwd, timestamp, version) VALUES (CAST(? AS TEXT), '/w', 't', 3)",
+                        (b"bad\xffid",))
+    writer.conn.execute("INSERT INTO entries (session_id, id, type, timestamp, data) VALUES (CAST(? AS TEXT), "
+                        "CAST(? AS TEXT), 'message', 't', CAST(? AS TEXT))",
+                        (b"bad\xffid", b"e\xfe", b'{"message":{"role":"user","content":"bytes \xff marker"}}'))
     with open_session_dir(writer.root, OpenMode.READ_ONLY) as sd:
         for use_index in (True, False):
             r = search(sd, "marker", use_index=use_index)
-            assert ids(r) == ["h"]
-            snip = r.hits[0].snippet
+            assert set(ids(r)) == {"h", "bad\udcffid"}
+            odd = next(h for h in r.hits if h.session_id != "h")
+            assert odd.entry_id == "e\udcfe" and odd.seq
+            snip = next(h for h in r.hits if h.session_id == "h").snippet
             for a, b in snip.spans:
                 assert snip.text[a:b].lower() == "marker"
             shown = "".join(one_line(piece) for piece, _ in snip.parts())
             assert not any(0 <= ord(c) < 32 or 0x7F <= ord(c) < 0xA0 or 0x202A <= ord(c) <= 0x202E for c in shown)
         all_hits = search(sd, "before", limit=None)
         assert all_hits.hits[0].matches == len(HOSTILE)
+        assert ids(search(sd, "surrogate")) == ["h"]
         # the markers snippet() used are never taken from the data
         priv = search(sd, "private")
         assert "\ue000" in priv.hits[0].snippet.text and priv.hits[0].snippet.spans
