@@ -26,7 +26,7 @@ from store.mothx.cells import as_int, as_text, bind
 from store.mothx.sessions import like_pattern
 from store.safetext import one_line
 from store.search import query as q
-from store.search.index import SearchIndex, SearchIndexInfo, fts_text
+from store.search.index import SEQ_BITS, SEQ_MASK, SearchIndex, SearchIndexInfo, fts_text
 from store.search.text import entry_text, record_text
 
 if TYPE_CHECKING:
@@ -184,9 +184,9 @@ def _page(hits: list[SearchHit], limit: int | None, after: tuple[float, str] | N
     return hits[:max(0, limit)], True
 
 
-Raw = tuple[float, str, int, float | None, int, str, str, str, object]
-"""A ranked hit as the grouping statement gives it: (order, session id, key, score, matches, then its facts:
-entry id, role, entry type / agent, file path, line number)."""
+Raw = tuple[float, str, int, float | None, int, object, str, str, object]
+"""A ranked hit as the grouping statement gives it: (order, session id, key (seq), score, matches, then the FTS
+rowid (entries) / agent, file path, line number (captured))."""
 
 
 def _raw_page(raw: list[Raw], limit: int | None, after: tuple[float, str] | None) -> tuple[list[Raw], bool]:
@@ -214,11 +214,11 @@ def _ranked(sd: SessionDir, index: SearchIndex, text: str, limit: int | None, af
             raw = [(*r, None) for r in rows]
         else:
             rows = conn.execute(
-                "WITH h AS MATERIALIZED (SELECT rowid AS k, bm25(entry_fts) AS score FROM entry_fts "
-                "WHERE entry_fts MATCH ?) SELECT MIN(h.score), m.session_id, h.k, h.score, count(*), m.entry_id, "
-                "m.role, m.entry_type FROM h CROSS JOIN entry_meta m ON m.seq = h.k GROUP BY m.session_id",
-                (match,)).fetchall()
-            raw = [(*r, None) for r in rows]   # (MIN() makes the bare columns those of the best hit's row)
+                f"WITH h AS MATERIALIZED (SELECT rowid AS k, bm25(entry_fts) AS score FROM entry_fts "
+                f"WHERE entry_fts MATCH ?), g AS MATERIALIZED (SELECT MIN(score) AS best, k, count(*) AS n "
+                f"FROM h GROUP BY k >> {SEQ_BITS}) SELECT g.best, s.session_id, g.k & {SEQ_MASK}, g.best, g.n, g.k "
+                f"FROM g CROSS JOIN entry_sessions s ON s.sno = g.k >> {SEQ_BITS}", (match,)).fetchall()
+            raw = [(*r, "", "", None) for r in rows]   # (MIN() makes the bare k the best hit's)
     if not captured and text.strip():
         found = {r[1] for r in raw}
         raw += [(SESSION_ONLY, sid, 0, None, 0, "", "", "", 0) for sid in _column_matches(sd, text) if sid not in found]
@@ -230,32 +230,41 @@ def _ranked(sd: SessionDir, index: SearchIndex, text: str, limit: int | None, af
 
 def _details(index: SearchIndex, parsed: q.Query, page: list[Raw], captured: bool,
              snippets: bool) -> list[SearchHit]:
-    """The page's hits, with snippets when asked for (two statements per 500 hits)."""
+    """The page's hits; with ``snippets``, each with its entry's facts and a snippet (three statements per 500
+    hits). Without, ranking only: session, score, seq and matches."""
     conn = index.conn
     table = "record_fts" if captured else "entry_fts"
     marked: dict[int, Snippet] = {}
+    facts: dict[int, tuple[object, ...]] = {}
     if snippets and not parsed.empty:
-        keys = [r[2] for r in page if r[2]]
-        for i in range(0, len(keys), 500):
-            chunk = keys[i:i + 500]
+        rowids = [r[2] if captured else r[5] for r in page if r[2]]
+        for i in range(0, len(rowids), 500):
+            chunk = rowids[i:i + 500]
             marks = ",".join("?" * len(chunk))
+            if not captured:
+                seqs = [int(k) & SEQ_MASK for k in chunk]  # type: ignore[call-overload]
+                for row in conn.execute(f"SELECT seq, entry_id, role, entry_type FROM entry_meta WHERE seq IN "
+                                        f"({marks})", seqs):
+                    facts[row[0]] = row[1:]
             texts = [as_text(r[0]) for r in conn.execute(f"SELECT text FROM {table} WHERE rowid IN ({marks})", chunk)]
             opening, closing = _markers(texts)
             for rowid, snip in conn.execute(
                     f"SELECT rowid, snippet({table}, 0, ?, ?, '…', {SNIPPET_TOKENS}) FROM {table} "
                     f"WHERE {table} MATCH ? AND rowid IN ({marks})", (opening, closing, parsed.fts(), *chunk)):
-                marked[rowid] = _unmark(as_text(snip), opening, closing)
+                marked[rowid if captured else rowid & SEQ_MASK] = _unmark(as_text(snip), opening, closing)
     empty = Snippet("")
     if captured:
         return [SearchHit(as_text(sid), score, order, k, matches=n, agent_id=as_text(a), file_path=as_text(f),
                           line_number=as_int(line), snippet=marked.get(k, empty))
                 for order, sid, k, score, n, a, f, line, _ in page]
-    if any(type(r[1]) is not str or type(r[5]) is not str or type(r[6]) is not str or type(r[7]) is not str
-           for r in page):   # a BLOB: a value that is not UTF-8
-        page = [(r[0], as_text(r[1]), r[2], r[3], r[4], as_text(r[5]), as_text(r[6]), as_text(r[7]), r[8])
-                for r in page]
-    return [SearchHit(sid, score, order, k, eid, role, etype, n, marked.get(k, empty))
-            for order, sid, k, score, n, eid, role, etype, _ in page]
+    out = []
+    nothing: tuple[object, ...] = ("", "", "")
+    for order, sid, k, score, n, _rowid, _, _, _ in page:
+        eid, role, etype = facts.get(k, nothing)
+        out.append(SearchHit(sid if type(sid) is str else as_text(sid), score, order, k,
+                             eid if type(eid) is str else as_text(eid), role if type(role) is str else as_text(role),
+                             etype if type(etype) is str else as_text(etype), n, marked.get(k, empty)))
+    return out
 
 
 def _with(h: SearchHit, *, snippet: Snippet | None, **changes: object) -> SearchHit:

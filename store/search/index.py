@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from store.mothx.db import Database
     from store.mothx.sessiondir import SessionDir
 
-FORMAT = 3
+FORMAT = 4
 """Bumped whenever what the index holds changes meaning; an index of another format is emptied and rebuilt."""
 CHUNK = 20_000
 """Keys (seq numbers, line rowids) read and committed per step of a build."""
@@ -59,14 +59,19 @@ MAX_SAMPLES = 16
 _DDL = (
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, body TEXT NOT NULL)",
     "CREATE VIRTUAL TABLE IF NOT EXISTS entry_fts USING fts5(text, tokenize = 'unicode61 remove_diacritics 2')",
+    "CREATE TABLE IF NOT EXISTS entry_sessions (sno INTEGER PRIMARY KEY, session_id NOT NULL UNIQUE)",
     "CREATE TABLE IF NOT EXISTS entry_meta (seq INTEGER PRIMARY KEY, session_id TEXT NOT NULL, entry_id TEXT NOT NULL, "
     "role TEXT NOT NULL, entry_type TEXT NOT NULL)",
     "CREATE VIRTUAL TABLE IF NOT EXISTS record_fts USING fts5(text, tokenize = 'unicode61 remove_diacritics 2')",
     "CREATE TABLE IF NOT EXISTS record_meta (line_key INTEGER PRIMARY KEY, agent_id TEXT NOT NULL, "
     "agent_session_id TEXT NOT NULL, file_path TEXT NOT NULL, line_number INTEGER NOT NULL)",
 )
-"""The text lives in FTS5 tables (rowid = the source's key); the facts beside it in plain tables with the same
-key, so ranking all hits reads no stored text (an FTS5 row's columns come back only with its whole text)."""
+"""The text lives in FTS5 tables, the facts beside it in plain tables, so ranking all hits reads no stored text
+(an FTS5 row's columns come back only with its whole text). An entry's FTS rowid is ``sno << SEQ_BITS | seq``
+(``sno`` its session's number in ``entry_sessions``), so the hits group by session with no lookup per hit."""
+SEQ_BITS = 40
+SEQ_MASK = (1 << SEQ_BITS) - 1
+MAX_SNO = (1 << (63 - SEQ_BITS)) - 1
 
 
 def index_path_for(db_path: Path) -> Path:
@@ -241,6 +246,8 @@ class SearchIndex:
         with self._write() as conn:
             conn.execute(f"DELETE FROM {table}")
             conn.execute(f"DELETE FROM {table.replace('_fts', '_meta')}")
+            if table == "entry_fts":
+                conn.execute("DELETE FROM entry_sessions")
             conn.execute("INSERT OR REPLACE INTO meta (name, body) VALUES (?, ?)", (side, meta.to_text()))
         return meta
 
@@ -259,14 +266,16 @@ class SearchIndex:
                 continue
             kind = as_text(etype)
             text, role = entry_text(kind, data)
-            if text:
+            if text and 0 < as_int(s) <= SEQ_MASK:  # (a seq past 2**40 has no row: the LIKE fallback finds it)
                 values.append((as_int(s), fts_text(text), bind(as_text(sid)), bind(as_text(eid)), bind(role),
                                bind(kind)))
         with self._write() as conn:
             current = self.meta("entries")
             if current is None or current.generation != meta.generation or current.max_key != lo:
                 return None if current is None or current.generation != meta.generation else current
-            conn.executemany("INSERT INTO entry_fts (rowid, text) VALUES (?, ?)", [v[:2] for v in values])
+            numbers = _session_numbers(conn, {v[2] for v in values})
+            conn.executemany("INSERT INTO entry_fts (rowid, text) VALUES (?, ?)",
+                             [(numbers[v[2]] << SEQ_BITS | v[0], v[1]) for v in values])
             conn.executemany("INSERT INTO entry_meta (seq, session_id, entry_id, role, entry_type) "
                              "VALUES (?, ?, ?, ?, ?)", [(v[0], *v[2:]) for v in values])
             samples = list(meta.samples)
@@ -354,7 +363,7 @@ def _connect(path: Path) -> sqlite3.Connection:
         conn.execute(_DDL[0])
         bodies = [r[0] for r in conn.execute("SELECT body FROM meta")]
         if any(SideMeta.from_text(b) is None for b in bodies):     # another format: start over
-            for table in ("entry_fts", "entry_meta", "record_fts", "record_meta"):
+            for table in ("entry_fts", "entry_meta", "entry_sessions", "record_fts", "record_meta"):
                 conn.execute(f"DROP TABLE IF EXISTS {table}")
             conn.execute("DELETE FROM meta")
         for ddl in _DDL[1:]:
@@ -363,6 +372,21 @@ def _connect(path: Path) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _session_numbers(conn: sqlite3.Connection, sids: set[str | bytes]) -> dict[str | bytes, int]:
+    """The numbers of ``sids`` in ``entry_sessions`` (new ones added)."""
+    found: dict[str | bytes, int] = {}
+    ordered = list(sids)
+    for i in range(0, len(ordered), 500):
+        chunk = ordered[i:i + 500]
+        marks = ",".join("?" * len(chunk))
+        conn.executemany("INSERT OR IGNORE INTO entry_sessions (session_id) VALUES (?)", [(x,) for x in chunk])
+        for sno, sid in conn.execute(f"SELECT sno, session_id FROM entry_sessions WHERE session_id IN ({marks})", chunk):
+            found[sid] = sno
+    if any(n > MAX_SNO for n in found.values()):
+        raise sqlite3.DataError("too many sessions for the search index")
+    return found
 
 
 def _thin(samples: list[list[object]]) -> list[list[object]]:

@@ -146,8 +146,8 @@ def _fts_rows(sd: SessionDir) -> list[tuple[object, ...]]:
     path = index_path_for(sd.db.path)
     conn = sqlite3.connect(path)
     try:
-        return conn.execute("SELECT f.rowid, f.text, m.session_id, m.entry_id, m.role, m.entry_type FROM entry_fts f "
-                            "JOIN entry_meta m ON m.seq = f.rowid ORDER BY f.rowid").fetchall()
+        return conn.execute("SELECT m.seq, f.text, m.session_id, m.entry_id, m.role, m.entry_type FROM entry_fts f "
+                            "JOIN entry_meta m ON m.seq = f.rowid & ? ORDER BY m.seq", (index_mod.SEQ_MASK,)).fetchall()
     finally:
         conn.close()
 
