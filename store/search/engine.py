@@ -161,8 +161,8 @@ def search(sd: SessionDir, query: str, *, limit: int | None = 50, after: tuple[f
     """Sessions matching ``query`` (what a user typed; never an FTS syntax error), best first.
 
     ``limit`` hits (None: all) after the hit whose ``key`` is ``after``. ``captured`` searches captured records
-    instead of mothx entries. ``snippets=False`` leaves snippets empty (ranking only). ``use_index=False``
-    answers with the LIKE scan.
+    instead of mothx entries. ``snippets=False`` is ranking only: each hit's session, score, seq and match count,
+    with no snippet and (from the index) no entry id, role or type. ``use_index=False`` answers with the LIKE scan.
     """
     index, reason = _index(sd) if use_index else (None, "the LIKE scan was asked for")
     if index is not None:
@@ -190,7 +190,10 @@ rowid (entries) / agent, file path, line number (captured))."""
 
 
 def _raw_page(raw: list[Raw], limit: int | None, after: tuple[float, str] | None) -> tuple[list[Raw], bool]:
-    raw.sort(key=lambda r: (r[0], r[1]))
+    try:
+        raw.sort()      # (order, session id) lead every tuple and are unique: the tuples' own order is theirs
+    except TypeError:   # a session id read as bytes (not UTF-8) tied with a text one
+        raw.sort(key=lambda r: (r[0], as_text(r[1])))
     if after is not None:
         raw = [r for r in raw if (r[0], r[1]) > after]
     if limit is None or len(raw) <= limit:
@@ -253,6 +256,9 @@ def _details(index: SearchIndex, parsed: q.Query, page: list[Raw], captured: boo
                     f"WHERE {table} MATCH ? AND rowid IN ({marks})", (opening, closing, parsed.fts(), *chunk)):
                 marked[rowid if captured else rowid & SEQ_MASK] = _unmark(as_text(snip), opening, closing)
     empty = Snippet("")
+    if not captured and not facts:    # ranking only
+        return [SearchHit(sid if type(sid) is str else as_text(sid), score, order, k, "", "", "", n, empty)
+                for order, sid, k, score, n, _rowid, _, _, _ in page]
     if captured:
         return [SearchHit(as_text(sid), score, order, k, matches=n, agent_id=as_text(a), file_path=as_text(f),
                           line_number=as_int(line), snippet=marked.get(k, empty))

@@ -6,9 +6,9 @@ On the generated directory (20,000 sessions, 1,000,000 entries; ``generate.ensur
 
 * the full build of the search index (a fresh process, an empty cache folder), its time and peak RSS;
 * a common word with all results (``search(limit=None, snippets=False)``: every matching session ranked, with
-  its best hit's entry) against the LIKE scan run directly with sqlite3 (``SELECT DISTINCT session_id FROM
-  entries WHERE data LIKE '%word%'``), in-process, median of N, alternated; also a rare word, a phrase, a prefix
-  and the first page of 20 with snippets (what the Search screen reads);
+  its best hit's seq, score and match count) against the LIKE scan run directly with sqlite3 (``SELECT DISTINCT
+  session_id FROM entries WHERE data LIKE '%word%'``), in-process, median of N, alternated; also a rare word, a
+  phrase, a prefix and the first page of 20 with snippets (what the Search screen reads);
 * memory: peak RSS of a fresh process answering the common word with all results, against a fresh process
   reading the session list's first window (the list's own) and one running ``list --search`` for the same word;
 * incremental refresh after 1,000 appended entries (on a copy of the database) against a full build of that copy.
