@@ -132,11 +132,18 @@ class SearchScreen(ReportsWorkerFailures, Screen[None]):
         bar.query_text = f"searching {what} (c: switch)"
         result = self.source.result if self.source is not None else None
         if result is None:
-            bar.count = "" if not self.query_text.strip() else "Searching…"
+            bar.count = "" if not self.query_text.strip() else self._searching()
             return
         unit = "agent session" if result.captured else "session"
         how = "ranked by the search index" if result.source == "index" else f"LIKE scan: {one_line(result.reason)}"
         bar.count = f"{plural(result.total, unit)} · {how}"
+
+    def _searching(self) -> str:
+        from store.search import index_path_for
+
+        if self.sd is not None and not index_path_for(self.sd.db.path).exists():
+            return "Building the search index (once: about a minute per million entries)…"
+        return "Searching…"
 
     # --- actions ----------------------------------------------------------------------------------------------
 
