@@ -66,6 +66,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tui.cli.forks",
     "tui.cli.knowledge",
     "tui.cli.serve",
+    "tui.cli.search",
 )
 
 

@@ -476,6 +476,12 @@ class SessionsScreen(ReportsWorkerFailures, Screen[None]):
 
         self.app.push_screen(ForksScreen(session_id=row.id))
 
+    def action_open_search(self) -> None:
+        """Ranked full-text search (the Search screen), starting from the filter's text."""
+        from tui.screens.search import SearchScreen
+
+        self.app.push_screen(SearchScreen(self.search.strip()))
+
     def on_live_changed(self, message: LiveChanged) -> None:
         """Another process changed sessions: re-read the affected rows in place (everything: the windows)."""
         session_list = self.query_one(SessionList)

@@ -196,7 +196,9 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
     FOLLOW_LIMIT: ClassVar[int] = 512
     """New rows one follow step reads at most; more is a gap ("partial, reloading")."""
 
-    def __init__(self, sd: SessionDir, session_id: str, at_seq: int | None = None) -> None:
+    def __init__(self, sd: SessionDir, session_id: str, *, at_seq: int | None = None) -> None:
+        """``at_seq``: open at the last message at or before that seq (a search hit, a fork's boundary in its
+        parent) instead of the start."""
         super().__init__()
         self.sd = sd
         self.session_id = session_id

@@ -1,0 +1,104 @@
+"""``sessionscope search``: ranked full-text search (a :data:`tui.cli.core.COMMAND_MODULES` module).
+
+    sessionscope [--dir PATH] search QUERY... [--json] [--limit N] [--captured]
+
+Sessions matching QUERY, best first (FTS5 bm25 over the search index kept in the user cache folder; built or
+brought up to date on the way, never writing to the session directory), one row per session: its best hit's
+score, session id, entry seq and role, and a snippet with the matched words. ``--captured`` searches captured
+Claude Code / Codex records instead (the SESSION column is then the agent session id). Words are ANDed,
+``"a b"`` is a phrase, ``abc*`` a prefix; anything else is literal (no FTS syntax error is possible). Where the
+index cannot be kept the exact LIKE scan answers, and the last line says so. Read-only by default.
+
+Exit status: 0 (also when nothing matches), 1 a failure, 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from store.safetext import one_line
+from tui.cli import output
+from tui.cli.output import Column, json_out, note, out
+
+if TYPE_CHECKING:
+    from store.search import SearchHit, SearchResult
+
+AddLocation = Callable[..., None]
+COLUMNS = (Column("SCORE", right=True), Column("SESSION"), Column("SEQ", right=True), Column("ROLE"),
+           Column("HITS", right=True), Column("SNIPPET", cut=True))
+CAPTURED_COLUMNS = (Column("SCORE", right=True), Column("AGENT"), Column("SESSION"), Column("LINE", right=True),
+                    Column("HITS", right=True), Column("SNIPPET", cut=True))
+
+
+def register(subparsers: argparse._SubParsersAction, add_location: AddLocation) -> None:
+    """Add ``search`` to the command line."""
+    sp = subparsers.add_parser(
+        "search", help="ranked full-text search over session entries (or captured records)",
+        description="Search the text of every entry (messages, thinking, tool calls and results, titles) and "
+                    "list the sessions best first. Words are ANDed; \"a b\" is a phrase; abc* a prefix. "
+                    "Put -- before a query that starts with '-'.")
+    add_location(sp, nested=True)
+    sp.add_argument("query", metavar="QUERY", nargs="+", help="what to look for")
+    sp.add_argument("--json", action="store_true", help="print the result as JSON")
+    sp.add_argument("--limit", type=int, default=20, metavar="N", help="sessions to show (default 20; 0: all)")
+    sp.add_argument("--captured", action="store_true", help="search captured Claude Code / Codex records")
+    sp.set_defaults(handler=cmd_search)
+
+
+def _score(hit: SearchHit) -> str:
+    return "-" if hit.score is None else f"{-hit.score:.2f}"
+
+
+def snippet_line(hit: SearchHit) -> str:
+    """The snippet on one line, safe (escapes shown), matched words between » and «."""
+    parts = hit.snippet.parts()
+    return "".join(f"»{one_line(p)}«" if hot else one_line(p) for p, hot in parts)
+
+
+def hit_json(hit: SearchHit, captured: bool) -> dict[str, object]:
+    obj: dict[str, object] = {
+        "session_id": hit.session_id, "score": hit.score, "seq": hit.seq, "matches": hit.matches,
+        "snippet": hit.snippet.text, "spans": [list(s) for s in hit.snippet.spans],
+    }
+    if captured:
+        obj.update(agent_id=hit.agent_id, file_path=hit.file_path, line_number=hit.line_number)
+    else:
+        obj.update(entry_id=hit.entry_id, role=hit.role, entry_type=hit.entry_type)
+    return obj
+
+
+def result_json(result: SearchResult) -> dict[str, object]:
+    return {"query": result.query, "source": result.source, "reason": result.reason, "total": result.total,
+            "has_more": result.has_more, "captured": result.captured,
+            "hits": [hit_json(h, result.captured) for h in result.hits]}
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from store.search import search
+    from tui.cli.capture import open_dir
+    from tui.cli.core import UsageError
+
+    if args.limit < 0:
+        raise UsageError("--limit takes 0 (all) or more")
+    text = " ".join(args.query)
+    with open_dir(args, write=False) as sd:
+        result = search(sd, text, limit=args.limit or None, captured=args.captured)
+    if args.json:
+        json_out(result_json(result))
+        return 0
+    if not result.hits:
+        out(f"Nothing matches '{one_line(text)}'.")
+    elif result.captured:
+        output.table(CAPTURED_COLUMNS, [(_score(h), h.agent_id, h.session_id, str(h.line_number), str(h.matches),
+                                         snippet_line(h)) for h in result.hits])
+    else:
+        output.table(COLUMNS, [(_score(h), h.session_id, str(h.seq) if h.seq else "-", h.role or h.entry_type or "-",
+                                str(h.matches), snippet_line(h) if h.seq else "(session id / cwd / channel)")
+                               for h in result.hits])
+    shown = len(result.hits)
+    what = "agent sessions" if result.captured else "sessions"
+    how = "ranked by the search index" if result.source == "index" else f"LIKE scan: {one_line(result.reason)}"
+    note(f"{shown} of {result.total} {what} ({how})")
+    return 0
