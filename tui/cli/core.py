@@ -54,7 +54,8 @@ EXIT_REFUSED = 3
 
 # Further commands live in their own modules. Each has ``register(subparsers, add_location)`` that adds its
 # parsers and sets ``handler=<function(args) -> int>`` on them; keep their imports of store/ inside handlers.
-COMMAND_MODULES: tuple[str, ...] = ("tui.cli.capture", "tui.cli.runs", "tui.cli.config", "tui.cli.doctor", "tui.cli.deliveries")
+COMMAND_MODULES: tuple[str, ...] = ("tui.cli.capture", "tui.cli.runs", "tui.cli.config", "tui.cli.doctor", "tui.cli.deliveries",
+                                  "tui.cli.usage")
 
 
 class UsageError(Exception):
