@@ -329,6 +329,12 @@ def test_real_transcripts(real_fixtures: Path, sd: SessionDir, tmp_path: Path) -
     assert all(r.timestamp.endswith("Z") and r.model for r in mine)
     codex_records = [r for r in got.records if r.agent == "codex"]
     assert codex_records and all(r.model.startswith("gpt") for r in codex_records)
+    # Codex: the per-response counts add up to each rollout's last running total
+    sessions = {r.key: r.total_tokens for r in u.usage(sd, "session", source="captured").rows if r.agent == "codex"}
+    for path in codex.rglob("rollout-*.jsonl"):
+        counts = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if '"token_count"' in line]
+        last = [c for c in counts if c["payload"].get("info")][-1]["payload"]["info"]["total_token_usage"]
+        assert sessions[path.stem[-36:]] == last["total_tokens"]
     report = u.usage(sd, "model", source="captured")
     assert report.totals.total_tokens == sum(
         r.input_tokens + r.output_tokens + r.cache_write_tokens + r.cache_read_tokens for r in got.records)
