@@ -99,7 +99,7 @@ async def test_days_bars_sparkline_and_groupings(demo_master: Path) -> None:
         text = drawn_text(app)
         assert "Tokens per day (UTC)" in text and f"{first} … {last}" in text
         assert f"{len(day.rows)} days" in text and f"{day.totals.requests:,} requests" in text
-        assert "█" * 24 in text  # the largest day's bar fills its column
+        assert "█" * 40 in text  # the largest day's bar fills its column
         for key, by in (("b", "session"), ("b", "model"), ("b", "cwd"), ("b", "day"), ("2", "session"),
                         ("4", "cwd"), ("3", "model"), ("1", "day")):
             screen = await press(pilot, key)

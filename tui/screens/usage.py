@@ -76,8 +76,11 @@ def detail_text(line: UsageLine | None, priced: bool) -> Text:
     if line is None:
         return Text("No group is selected.", style="dim")
     r = line.row
-    out = Text()
+    out = Text(no_wrap=True, overflow="ellipsis")
     out.append_text(data_line(ut.label(line.by, r), "bold"))
+    if line.title:
+        out.append("  ")
+        out.append_text(data_line(line.title))
     if line.by == "session":
         out.append(f"  {ut.agent_label(r)}", style="dim")
         if r.cwd:
@@ -249,7 +252,6 @@ class UsageScreen(Screen[None]):
             return
         self.by = by
         self._show()
-        notify(self, f"Usage by {GROUP_NAMES[by]}", timeout=2)
 
     def action_cycle_source(self) -> None:
         if self.data is None:
@@ -257,7 +259,6 @@ class UsageScreen(Screen[None]):
             return
         self.source = SOURCES[(SOURCES.index(self.source) + 1) % len(SOURCES)]
         self._show()
-        notify(self, f"Usage from {SOURCE_NAMES[self.source]}", timeout=2)
 
     def action_refresh(self) -> None:
         if self.sd is None:

@@ -29,7 +29,14 @@ if TYPE_CHECKING:
     from store.mothx.sessiondir import SessionDir
 
 BAR_WIDTH = 24
-"""Cells of the widest bar (the group with the most tokens)."""
+"""Cells of the widest bar (the group with the most tokens) where keys are long (sessions, work dirs)."""
+
+WIDE_BAR = 40
+"""... where keys are short (days, models)."""
+
+
+def bar_width(by: Group) -> int:
+    return WIDE_BAR if by in ("day", "model") else BAR_WIDTH
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,7 @@ class UsageLine:
     row: UsageRow
     by: Group
     largest: int
+    title: str = ""  # a mothx session row: the session's title (else its first user text), when it still exists
 
     @property
     def ident(self) -> Key:
@@ -87,8 +95,20 @@ class UsageSource(RowSource[UsageLine]):
         daily = report if self.by == "day" else usage(self.data.sd, "day", source=self.source,
                                                         prices=self.data.prices, captured=captured)
         largest = max((r.total_tokens for r in report.rows), default=0)
+        titles = self.titles(report) if self.by == "session" else {}
         self.report, self.daily = report, daily
-        return ListSource([UsageLine(r, self.by, largest) for r in report.rows], key=lambda line: line.ident)
+        return ListSource([UsageLine(r, self.by, largest, titles.get(r.key, "") if not r.agent else "")
+                           for r in report.rows], key=lambda line: line.ident)
+
+    def titles(self, report: UsageReport) -> dict[str, str]:
+        """The titles of the report's mothx sessions that still exist (index lookups, one batch)."""
+        ids = [r.key for r in report.rows if not r.agent and r.key and r.session_exists]
+        if not ids or not self.data.sd.schema.has("entries"):
+            return {}
+        from store.mothx.aggregates import read_layout, session_texts
+
+        sd = self.data.sd
+        return {sid: title or preview for sid, (title, preview) in session_texts(sd, read_layout(sd), ids).items()}
 
     def _held(self) -> ListSource[UsageLine]:
         with self._lock:
@@ -119,16 +139,16 @@ class UsageSource(RowSource[UsageLine]):
 
 def bar_cell(line: UsageLine) -> Text:
     """The row's bar: block characters, as wide as its share of the view's largest group."""
-    return Text(ut.bar(line.row.total_tokens, line.largest, BAR_WIDTH))
+    return Text(ut.bar(line.row.total_tokens, line.largest, bar_width(line.by)))
 
 
 def key_cell(line: UsageLine) -> str:
     return ut.label(line.by, line.row)
 
 
-def _number(key: str, title: str, value: Callable[[UsageRow], int], min_width: int,
-            priority: int) -> Column[UsageLine]:
-    return Column(key, title, lambda line: ut.tokens(value(line.row)), min_width=min_width, align="right",
+def _number(key: str, title: str, value: Callable[[UsageRow], int], priority: int) -> Column[UsageLine]:
+    """A kind of token, short (``79.8M``); the detail below the list and the command line give exact counts."""
+    return Column(key, title, lambda line: ut.short_tokens(value(line.row)), min_width=7, align="right",
                   priority=priority)
 
 
@@ -142,22 +162,26 @@ def columns_for(by: Group, priced: bool) -> list[Column[UsageLine]]:
                style=lambda line: None if line.row.key else "dim"),
     ]
     if by == "session":
+        cols[0] = Column("key", "SESSION", key_cell, min_width=16, max_width=36, grow=1, priority=0,
+                         style=lambda line: None if line.row.key else "dim")
         cols += [
+            Column("title", "TITLE", lambda line: line.title, min_width=12, grow=3, priority=5),
             Column("agent", "AGENT", lambda line: ut.agent_label(line.row), min_width=6, max_width=6, priority=3),
             Column("cwd", "WORK DIR", lambda line: line.row.cwd or ("(deleted)" if not line.row.session_exists else ""),
                    min_width=10, grow=2, priority=4, overflow="start",
                    style=lambda line: "muted" if line.row.session_exists else "warn"),
         ]
     cols += [
-        Column("bar", "TOKENS", bar_cell, min_width=BAR_WIDTH, max_width=BAR_WIDTH, priority=1,
+        Column("bar", "TOKENS", bar_cell, min_width=bar_width(by), max_width=bar_width(by), priority=1,
                style=lambda line: "accent"),
         Column("total", "TOTAL", lambda line: ut.short_tokens(line.row.total_tokens), min_width=7, align="right",
                priority=0),
-        _number("requests", "REQS", lambda r: r.requests, 6, 5),
-        _number("input", "INPUT", lambda r: r.input_tokens, 11, 2),
-        _number("output", "OUTPUT", lambda r: r.output_tokens, 10, 2),
-        _number("cache-write", "CACHE W", lambda r: r.cache_write_tokens, 11, 6),
-        _number("cache-read", "CACHE R", lambda r: r.cache_read_tokens, 11, 6),
+        Column("requests", "REQS", lambda line: ut.tokens(line.row.requests), min_width=6, align="right",
+               priority=5),
+        _number("input", "INPUT", lambda r: r.input_tokens, 2),
+        _number("output", "OUTPUT", lambda r: r.output_tokens, 2),
+        _number("cache-write", "CACHE W", lambda r: r.cache_write_tokens, 6),
+        _number("cache-read", "CACHE R", lambda r: r.cache_read_tokens, 6),
     ]
     if priced:
         cols.append(Column("cost", "COST", lambda line: ut.cost(line.row.cost, partial=line.row.unpriced > 0),
@@ -194,4 +218,4 @@ class UsageList(RowList[UsageLine]):
         notify(self, message.error, title="Cannot read usage", severity="error")
 
 
-__all__ = ["BAR_WIDTH", "UsageData", "UsageLine", "UsageList", "UsageSource", "bar_cell", "columns_for"]
+__all__ = ["BAR_WIDTH", "WIDE_BAR", "bar_width", "UsageData", "UsageLine", "UsageList", "UsageSource", "bar_cell", "columns_for"]
