@@ -48,6 +48,7 @@ from store.safetext import one_line
 if TYPE_CHECKING:
     from store.agents.checkpoint_model import CheckpointInfo, PersistedSessionState, RecordReader
     from store.mothx.db import Database
+    from store.mothx.schema import SchemaInfo
     from store.mothx.sessiondir import SessionDir
 
 Group = Literal["day", "session", "model", "cwd"]
@@ -451,10 +452,27 @@ SELECT {key} AS k, r.model AS m, count(*) AS n,
        min(r.timestamp) AS first_at, max(r.timestamp) AS last_at,
        sum((NOT {valid_in}) + (NOT {valid_out}) + (NOT {valid_total})) AS bad,
        {extra}
-FROM request_stats r {join}
+FROM {stats} r {join}
 {where}
 GROUP BY k, m
 """
+
+_STATS_COLUMNS = {"timestamp": "NULL", "session_id": "NULL", "model": "NULL", "input_tokens": "0",
+                  "output_tokens": "0", "total_tokens": "0"}
+"""The ``request_stats`` columns read, and what stands in for one a foreign layout lacks."""
+
+
+def _stats_table(schema: SchemaInfo) -> str:
+    """``request_stats``, or (a layout missing a column) a subquery with the missing columns as constants."""
+    missing = [c for c in _STATS_COLUMNS if not schema.has("request_stats", c)]
+    if not missing:
+        return "request_stats"
+    parts = [f"{_STATS_COLUMNS[c]} AS {c}" if c in missing else c for c in _STATS_COLUMNS]
+    return f"(SELECT {', '.join(parts)} FROM request_stats)"
+
+
+def _sessions_table(schema: SchemaInfo) -> str:
+    return "sessions" if schema.has("sessions", "cwd") else "(SELECT id, NULL AS cwd FROM sessions)"
 
 _CAPTURED_KEYS: dict[Group, str] = {"day": "date(timestamp)", "session": "session_id", "model": "model",
                                     "cwd": "cwd"}
@@ -516,8 +534,9 @@ def _mothx_groups(sd: SessionDir, by: Group, since: str) -> list[tuple[object, .
     schema = sd.schema
     if not schema.has("request_stats"):
         return []
-    sessions = schema.has("sessions")
-    join = "LEFT JOIN sessions s ON s.id = r.session_id" if sessions and by in ("session", "cwd") else ""
+    sessions = schema.has("sessions", "id")
+    join = f"LEFT JOIN {_sessions_table(schema)} s ON s.id = r.session_id" if sessions and by in ("session", "cwd") \
+        else ""
     if by == "cwd" and not join:
         key = "NULL"
     else:
@@ -527,7 +546,8 @@ def _mothx_groups(sd: SessionDir, by: Group, since: str) -> list[tuple[object, .
     where = f"WHERE {_DAY} >= ?" if since else ""
     sql = _MOTHX_SQL.format(key=key, inp=_count("r.input_tokens"), out=_count("r.output_tokens"),
                             valid_total=_valid("r.total_tokens"), valid_in=_valid("r.input_tokens"),
-                            valid_out=_valid("r.output_tokens"), extra=extra, join=join, where=where)
+                            valid_out=_valid("r.output_tokens"), extra=extra, join=join, where=where,
+                            stats=_stats_table(schema))
     with sd.db.read() as conn:
         return conn.execute(sql, (since,) if since else ()).fetchall()
 

@@ -149,6 +149,27 @@ def test_damaged_and_hostile_cells_never_crash(sd: SessionDir) -> None:
     assert set(HOSTILE) <= cwds
 
 
+def test_a_foreign_layout_missing_columns(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "foreign"
+    path.mkdir()
+    conn = sqlite3.connect(path / "sessions.db")
+    conn.executescript("CREATE TABLE sessions (id TEXT PRIMARY KEY);"
+                       "CREATE TABLE entries (seq INTEGER PRIMARY KEY, session_id TEXT, type TEXT, data TEXT);"
+                       "CREATE TABLE request_stats (id INTEGER PRIMARY KEY, timestamp TEXT, session_id TEXT, "
+                       "model TEXT, input_tokens INTEGER, output_tokens INTEGER);"
+                       "INSERT INTO sessions VALUES ('s1');"
+                       "INSERT INTO request_stats VALUES (1, '2026-11-01T00:00:00Z', 's1', 'm', 5, 6);")
+    conn.commit()
+    conn.close()
+    with open_session_dir(path, OpenMode.READ_ONLY) as d:
+        for by in u.GROUPS:
+            report = u.usage(d, by, source="mothx")
+            assert (report.totals.total_tokens, report.totals.damaged) == (11, 0), by
+        assert u.usage(d, "session", source="mothx").rows[0].cwd == ""
+
+
 def test_a_directory_without_request_stats(tmp_path: Path) -> None:
     with open_session_dir(tmp_path / "empty", create=True) as d:
         with d.db.write() as conn:
