@@ -19,7 +19,7 @@ SIZE = (140, 36)
 
 @pytest.fixture(autouse=True)
 def _no_prices(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr("store.usage.prices_path", lambda: tmp_path / "no-prices.toml")
+    monkeypatch.setattr("store.usage.prices.prices_path", lambda: tmp_path / "no-prices.toml")
 
 
 async def _open(pilot: Pilot[object], *keys: str) -> None:

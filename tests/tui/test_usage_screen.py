@@ -38,7 +38,7 @@ CLAUDE_SID = "0d3c5e2a-1111-4222-8333-444455556666"
 
 @pytest.fixture(autouse=True)
 def _no_prices(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr("store.usage.prices_path", lambda: tmp_path / "no-prices.toml")
+    monkeypatch.setattr("store.usage.prices.prices_path", lambda: tmp_path / "no-prices.toml")
 
 
 async def settle_usage(pilot: Pilot[object]) -> UsageScreen:
@@ -241,7 +241,7 @@ async def test_copy_says_what_it_copied(demo_master: Path) -> None:
 async def test_a_price_table_adds_cost(demo_master: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     prices = tmp_path / "prices.toml"
     prices.write_text('"claude-sonnet-4-5" = { input = 3.0, output = 15.0 }\n"bad" = 1\n')
-    monkeypatch.setattr("store.usage.prices_path", lambda: prices)
+    monkeypatch.setattr("store.usage.prices.prices_path", lambda: prices)
     app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT, clock=lambda: DEMO_NOW_UNIX)
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_usage(pilot)
