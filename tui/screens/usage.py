@@ -122,7 +122,8 @@ class UsageScreen(Screen[None]):
     UsageScreen #usage-caption { width: 44; height: 2; }
     UsageScreen #usage-spark { width: 1fr; height: 2; }
     UsageScreen #usage { height: 1fr; min-height: 5; }
-    UsageScreen #usage-detail { height: 4; padding: 0 1; background: $surface; border-top: solid $panel; }
+    UsageScreen #usage-detail { height: 4; padding: 0 1; background: $surface; border-top: solid $panel;
+                                text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def __init__(self, by: Group = "day", source: Source = "all") -> None:
