@@ -70,6 +70,8 @@ SCOPES: tuple[ScopeSpec, ...] = (
     ScopeSpec("knowledge", "Knowledge screen"),
     ScopeSpec("kb-list", "Knowledge lists"),
     ScopeSpec("kb-query", "Knowledge query box"),
+    ScopeSpec("usage", "Usage screen"),
+    ScopeSpec("usage-list", "Usage groups"),
 )
 """Every scope, in the order help and the README list them."""
 
@@ -250,6 +252,21 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec('fork-list.page-down', 'page_down', 'pagedown', 'Page down', 'Move the cursor one page down.', 'fork-list', show=False, palette=False),
     ActionSpec('fork-list.page-up', 'page_up', 'pageup', 'Page up', 'Move the cursor one page up.', 'fork-list', show=False, palette=False),
     ActionSpec('fork-list.open', 'open', 'enter', 'Open', 'Open the session of the row under the cursor as a transcript.', 'fork-list'),
+    ActionSpec('usage.group', 'cycle_group', 'b', 'By', 'Group the usage by the next key: day, session, model, work dir.', 'usage'),
+    ActionSpec('usage.by-day', 'group("day")', '1', 'By day', 'Group the usage by UTC day.', 'usage', show=False),
+    ActionSpec('usage.by-session', 'group("session")', '2', 'By session', 'Group the usage by session.', 'usage', show=False),
+    ActionSpec('usage.by-model', 'group("model")', '3', 'By model', 'Group the usage by model.', 'usage', show=False),
+    ActionSpec('usage.by-cwd', 'group("cwd")', '4', 'By work dir', 'Group the usage by work dir.', 'usage', show=False),
+    ActionSpec('usage.source', 'cycle_source', 'a', 'Source', 'Switch between every source, mothx request_stats and the captured Claude Code and Codex transcripts.', 'usage'),
+    ActionSpec('usage.refresh', 'refresh', 'r', 'Refresh', 'Read the usage again (request_stats, the captured transcripts and prices.toml).', 'usage'),
+    ActionSpec('usage.copy', 'copy_key', 'c', 'Copy key', 'Copy the key of the selected row (day, session id, model or work dir) to the clipboard.', 'usage', show=False),
+    ActionSpec('usage-list.down', 'cursor_down', 'j,down', 'Down', 'Move the cursor down one row.', 'usage-list', show=False, palette=False),
+    ActionSpec('usage-list.up', 'cursor_up', 'k,up', 'Up', 'Move the cursor up one row.', 'usage-list', show=False, palette=False),
+    ActionSpec('usage-list.top', 'cursor_top', 'g,home', 'Top', 'Go to the first row.', 'usage-list', show=False),
+    ActionSpec('usage-list.bottom', 'cursor_bottom', 'G,end', 'Bottom', 'Go to the last row.', 'usage-list', show=False),
+    ActionSpec('usage-list.page-down', 'page_down', 'pagedown', 'Page down', 'Move the cursor one page down.', 'usage-list', show=False, palette=False),
+    ActionSpec('usage-list.page-up', 'page_up', 'pageup', 'Page up', 'Move the cursor one page up.', 'usage-list', show=False, palette=False),
+    ActionSpec('usage-list.open', 'open', 'enter', 'Transcript', 'Open the transcript of the session under the cursor (session rows).', 'usage-list'),
     ActionSpec('pick.toggle-all', 'toggle_all', 'ctrl+a', 'All/none', 'Select every call, or none.', 'tool-pick'),
     ActionSpec('pick.preview', 'preview', 'p', 'Preview', 'Preview abandoning the selected calls.', 'tool-pick'),
     ActionSpec('pick.cancel', 'cancel', 'escape', 'Cancel', 'Close without changing anything.', 'tool-pick'),
@@ -439,6 +456,8 @@ SECTIONS: tuple[Section, ...] = (
             "tui.screens.knowledge", "KnowledgeScreen"),
     Section("search", "Search", "Ranked full-text search over every entry and captured record.",
             "tui.screens.search", "SearchScreen"),
+    Section("usage", "Usage", "Tokens and cost per day, session, model and work dir, from request_stats and captured transcripts.",
+            "tui.screens.usage", "UsageScreen"),
 )
 
 

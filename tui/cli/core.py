@@ -67,6 +67,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tui.cli.knowledge",
     "tui.cli.serve",
     "tui.cli.search",
+    "tui.cli.usage",
 )
 
 
