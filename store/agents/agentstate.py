@@ -34,11 +34,14 @@ directory's open mode. In a read mode a missing file simply means "no checkpoint
 from __future__ import annotations
 
 import json
+import os
 import secrets
-import sqlite3
+import socket
 import uuid
 from collections.abc import Iterable
 
+from store.agents.checkpoint_db import CheckpointStore, StoreConn, store_label
+from store.agents.checkpoint_engine import PgConnection, lock_suffix, selected_store, use_store
 from store.agents.checkpoint_model import (
     ACTIVE_RUN_STATUSES,
     INSERT_BATCH_BYTES,
@@ -126,7 +129,7 @@ from store.agents.checkpoint_runtime import (
     runtime_config_epoch,
     set_runtime_reset_lease,
 )
-from store.mothx.db import Database
+from store.agents.checkpoint_schema import PG_SEQUENCE
 from store.mothx.sessiondir import SessionDir
 from store.safetext import one_line
 
@@ -135,9 +138,37 @@ def _now() -> str:
     return now_text()
 
 
-def start_run(db: Database, agent_id: str, agent_session_id: str, source_root: str | None = None) -> RunFence:
-    """Start a run of an agent session in an open checkpoint file: draw the next fencing token (superseding
-    every older run of the session), record ``source_root`` when given, and return the run's fence."""
+HOST_ENV = "SESSIONSCOPE_HOST"
+
+
+def this_host() -> str:
+    """The host a capture records: ``$SESSIONSCOPE_HOST`` when set, else the machine's host name."""
+    name = os.environ.get(HOST_ENV, "").strip() or socket.gethostname()
+    return name[:255]
+
+
+def _next_token(conn: StoreConn) -> int:
+    """The next runtime fencing token: the sequence on PostgreSQL (no row lock shared by every capture), the
+    counter row on SQLite (inside the file's write lock)."""
+    if isinstance(conn, PgConnection):
+        row = conn.execute(f"SELECT nextval('{PG_SEQUENCE}')").fetchone()
+    else:
+        row = conn.execute(
+            "UPDATE agent_state_counters SET value = value + 1 WHERE name = 'runtime_fencing_token' RETURNING value"
+        ).fetchone()
+    if row is None:
+        raise CheckpointDamaged(
+            "Agent session checkpoint is out of sync with canonical history: the fencing token counter is missing."
+        )
+    return stored_int(row[0], "the fencing token counter")
+
+
+def start_run(
+    db: CheckpointStore, agent_id: str, agent_session_id: str, source_root: str | None = None, host: str | None = None
+) -> RunFence:
+    """Start a run of an agent session in an open checkpoint store: draw the next fencing token (superseding
+    every older run of the session), record ``source_root`` when given and the capturing host (``host``, by
+    default :func:`this_host`), and return the run's fence."""
     for value, name, limit in (
         (agent_id, "the agent id", MAX_AGENT_ID_BYTES),
         (agent_session_id, "the agent session id", MAX_AGENT_SESSION_ID_BYTES),
@@ -146,29 +177,24 @@ def start_run(db: Database, agent_id: str, agent_session_id: str, source_root: s
         if problem or value != value.strip():
             raise InvalidSessionState(f"Cannot start a capture: {problem or name + ' has surrounding spaces'}.")
     now = _now()
+    host = this_host() if host is None else host
     with db.write() as conn:
         ensure_agent(conn, agent_id, now)
+        # Two hosts may meet the session for the first time at once: the insert that loses does nothing.
+        conn.execute(
+            "INSERT INTO agent_state_sessions (session_id, agent_id, agent_session_id, source_root, "
+            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (agent_id, agent_session_id) DO NOTHING",
+            (secrets.token_hex(8), agent_id, agent_session_id, source_root or "", now, now),
+        )
         row = conn.execute(
-            "SELECT session_id FROM agent_state_sessions WHERE agent_id = ? AND agent_session_id = ?",
+            "SELECT session_id FROM agent_state_sessions WHERE agent_id = ? AND agent_session_id = ?"
+            + lock_suffix(conn),
             (agent_id, agent_session_id),
         ).fetchone()
         if row is None:
-            session_id = secrets.token_hex(8)
-            conn.execute(
-                "INSERT INTO agent_state_sessions (session_id, agent_id, agent_session_id, source_root, "
-                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (session_id, agent_id, agent_session_id, source_root or "", now, now),
-            )
-        else:
-            session_id = str(row[0])
-        counter = conn.execute(
-            "UPDATE agent_state_counters SET value = value + 1 WHERE name = 'runtime_fencing_token' RETURNING value"
-        ).fetchone()
-        if counter is None:
-            raise CheckpointDamaged(
-                "Agent session checkpoint is out of sync with canonical history: the fencing token counter is missing."
-            )
-        token = stored_int(counter[0], "the fencing token counter")
+            raise StaleFence("The agent session's row vanished while a capture started.")
+        session_id = str(row[0])
+        token = _next_token(conn)
         if source_root is None:
             conn.execute(
                 "UPDATE agent_state_sessions SET runtime_fencing_token = ?, updated_at = ? WHERE session_id = ?",
@@ -180,11 +206,19 @@ def start_run(db: Database, agent_id: str, agent_session_id: str, source_root: s
                 "WHERE session_id = ?",
                 (token, source_root, now, session_id),
             )
+            conn.execute(
+                "INSERT INTO agent_state_session_hosts (session_id, host, updated_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (session_id) DO UPDATE SET host = excluded.host, updated_at = excluded.updated_at",
+                (session_id, host, now),
+            )
         run_id = str(uuid.uuid4())
         conn.execute(
             "INSERT INTO agent_state_runs (session_id, run_id, fencing_token, status, created_at) "
             "VALUES (?, ?, ?, 'running', ?)",
             (session_id, run_id, token, now),
+        )
+        conn.execute(
+            "INSERT INTO agent_state_run_hosts (session_id, run_id, host) VALUES (?, ?, ?)", (session_id, run_id, host)
         )
     return RunFence(session_id, agent_id, agent_session_id, run_id, token)
 
@@ -208,7 +242,7 @@ def divergence(canonical: dict[str, FileShape], files: Iterable[PersistedSession
 
 
 def stage_version(
-    db: Database, fence: RunFence, state: PersistedSessionState, records: Iterable[SessionStateRecord]
+    db: CheckpointStore, fence: RunFence, state: PersistedSessionState, records: Iterable[SessionStateRecord]
 ) -> ReplaceResult:
     """Stage ``state`` under ``fence``'s run in an open checkpoint file, in one fenced transaction, writing only
     the tails beyond the canonical version (reference section 7). Raises :class:`SessionStateDivergent` (nothing
@@ -229,8 +263,11 @@ def stage_version(
     shapes_json = json.dumps([f.shape.to_json() for f in state.files], separators=(",", ":"))
     now = _now()
     with db.write() as conn:
+        # The session row is locked (PostgreSQL) for the whole staging: a newer run cannot take the fence
+        # half-way, and two captures of one session never write its line set at once.
         sess = conn.execute(
-            "SELECT session_id FROM agent_state_sessions WHERE agent_id = ? AND agent_session_id = ?",
+            "SELECT session_id FROM agent_state_sessions WHERE agent_id = ? AND agent_session_id = ?"
+            + lock_suffix(conn),
             (state.agent_id, state.agent_session_id),
         ).fetchone()
         if sess is None or sess[0] != fence.session_id:
@@ -356,13 +393,18 @@ def stage_version(
     return ReplaceResult(records_written=written, bytes_written=bytes_written, files_trimmed=trimmed)
 
 
-def publish_head(db: Database, fence: RunFence, kind: str) -> PublicationHead:
+def publish_head(db: CheckpointStore, fence: RunFence, kind: str) -> PublicationHead:
     """Make ``fence``'s run the session's publication head (``kind`` is a checkpoint or a reset) in an open
     checkpoint file; :class:`StaleFence` when the run no longer holds the session's fence."""
     if kind not in (KIND_CHECKPOINT, KIND_RESET):
         raise InvalidSessionState(f"Unknown publication kind {kind!r}.")
     now = _now()
     with db.write() as conn:
+        if lock_suffix(conn):
+            conn.execute(
+                "SELECT session_id FROM agent_state_sessions WHERE session_id = ?" + lock_suffix(conn),
+                (fence.session_id,),
+            )
         row = conn.execute(
             "INSERT INTO agent_state_publications (session_id, run_id, checkpoint_reset, updated_at) "
             "SELECT r.session_id, r.run_id, ?, ? FROM agent_state_runs r JOIN agent_state_sessions s "
@@ -382,7 +424,7 @@ def publish_head(db: Database, fence: RunFence, kind: str) -> PublicationHead:
     return PublicationHead(run_id=fence.run_id, kind=kind)
 
 
-def _prune_runs(conn: sqlite3.Connection, session_id: str) -> None:
+def _prune_runs(conn: StoreConn, session_id: str) -> None:
     conn.execute(
         "DELETE FROM agent_state_runs WHERE session_id = ? AND status IN ('completed', 'failed') "
         "AND run_id NOT IN (SELECT through_run_id FROM agent_state_versions WHERE session_id = ?) "
@@ -391,7 +433,7 @@ def _prune_runs(conn: sqlite3.Connection, session_id: str) -> None:
     )
 
 
-def mark_run_failed(db: Database, fence: RunFence) -> None:
+def mark_run_failed(db: CheckpointStore, fence: RunFence) -> None:
     """Mark a run that staged nothing usable as failed (it keeps no lock; later runs supersede it anyway)."""
     with db.write() as conn:
         conn.execute(
@@ -471,6 +513,8 @@ def delete_checkpoints(sd: SessionDir, agent_id: str, agent_session_id: str) -> 
                 "agent_state_publications",
                 "agent_state_versions",
                 "agent_state_lines",
+                "agent_state_run_hosts",
+                "agent_state_session_hosts",
                 "agent_state_runs",
                 "agent_state_sessions",
             ):
@@ -479,6 +523,12 @@ def delete_checkpoints(sd: SessionDir, agent_id: str, agent_session_id: str) -> 
 
 
 __all__ = [
+    "HOST_ENV",
+    "CheckpointStore",
+    "selected_store",
+    "store_label",
+    "this_host",
+    "use_store",
     "ACTIVE_RUN_STATUSES",
     "CanonicalShape",
     "CheckpointDamaged",
