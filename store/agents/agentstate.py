@@ -242,11 +242,21 @@ def divergence(canonical: dict[str, FileShape], files: Iterable[PersistedSession
 
 
 def stage_version(
-    db: CheckpointStore, fence: RunFence, state: PersistedSessionState, records: Iterable[SessionStateRecord]
+    db: CheckpointStore,
+    fence: RunFence,
+    state: PersistedSessionState,
+    records: Iterable[SessionStateRecord],
+    *,
+    publish: str | None = None,
 ) -> ReplaceResult:
     """Stage ``state`` under ``fence``'s run in an open checkpoint file, in one fenced transaction, writing only
     the tails beyond the canonical version (reference section 7). Raises :class:`SessionStateDivergent` (nothing
-    written), :class:`StaleFence` or :class:`InvalidSessionState` (rolled back)."""
+    written), :class:`StaleFence` or :class:`InvalidSessionState` (rolled back).
+
+    ``publish`` (a kind) also makes the run the publication head in that same transaction: what a capture
+    does, so a capture superseded by another host's never leaves a staged version without its head."""
+    if publish is not None and publish not in (KIND_CHECKPOINT, KIND_RESET):
+        raise InvalidSessionState(f"Unknown publication kind {publish!r}.")
     if fence.fencing_token != state.runtime_fencing_token:
         raise StaleFence(
             f"Agent session state runtime fencing token {state.runtime_fencing_token} does not match active "
@@ -390,6 +400,8 @@ def stage_version(
             "(SELECT run_id FROM agent_state_publications WHERE session_id = ? AND checkpoint_reset = FALSE)",
             (session_id, state.through_run_id, session_id),
         )
+        if publish is not None:
+            _publish(conn, fence, publish, now)
     return ReplaceResult(records_written=written, bytes_written=bytes_written, files_trimmed=trimmed)
 
 
@@ -405,23 +417,27 @@ def publish_head(db: CheckpointStore, fence: RunFence, kind: str) -> Publication
                 "SELECT session_id FROM agent_state_sessions WHERE session_id = ?" + lock_suffix(conn),
                 (fence.session_id,),
             )
-        row = conn.execute(
-            "INSERT INTO agent_state_publications (session_id, run_id, checkpoint_reset, updated_at) "
-            "SELECT r.session_id, r.run_id, ?, ? FROM agent_state_runs r JOIN agent_state_sessions s "
-            "ON s.session_id = r.session_id WHERE r.session_id = ? AND r.run_id = ? AND r.fencing_token = ? "
-            "AND r.fencing_token = s.runtime_fencing_token AND r.status IN ('running', 'waiting_decision') "
-            "ON CONFLICT (session_id) DO UPDATE SET run_id = excluded.run_id, "
-            "checkpoint_reset = excluded.checkpoint_reset, updated_at = excluded.updated_at RETURNING run_id",
-            (kind == KIND_RESET, now, fence.session_id, fence.run_id, fence.fencing_token),
-        ).fetchone()
-        if row is None:
-            raise StaleFence(f"The run {fence.run_id} no longer holds the session's fence; nothing was published.")
-        conn.execute(
-            "UPDATE agent_state_runs SET status = 'completed', finished_at = ? WHERE session_id = ? AND run_id = ?",
-            (now, fence.session_id, fence.run_id),
-        )
-        _prune_runs(conn, fence.session_id)
+        _publish(conn, fence, kind, now)
     return PublicationHead(run_id=fence.run_id, kind=kind)
+
+
+def _publish(conn: StoreConn, fence: RunFence, kind: str, now: str) -> None:
+    row = conn.execute(
+        "INSERT INTO agent_state_publications (session_id, run_id, checkpoint_reset, updated_at) "
+        "SELECT r.session_id, r.run_id, ?, ? FROM agent_state_runs r JOIN agent_state_sessions s "
+        "ON s.session_id = r.session_id WHERE r.session_id = ? AND r.run_id = ? AND r.fencing_token = ? "
+        "AND r.fencing_token = s.runtime_fencing_token AND r.status IN ('running', 'waiting_decision') "
+        "ON CONFLICT (session_id) DO UPDATE SET run_id = excluded.run_id, "
+        "checkpoint_reset = excluded.checkpoint_reset, updated_at = excluded.updated_at RETURNING run_id",
+        (kind == KIND_RESET, now, fence.session_id, fence.run_id, fence.fencing_token),
+    ).fetchone()
+    if row is None:
+        raise StaleFence(f"The run {fence.run_id} no longer holds the session's fence; nothing was published.")
+    conn.execute(
+        "UPDATE agent_state_runs SET status = 'completed', finished_at = ? WHERE session_id = ? AND run_id = ?",
+        (now, fence.session_id, fence.run_id),
+    )
+    _prune_runs(conn, fence.session_id)
 
 
 def _prune_runs(conn: StoreConn, session_id: str) -> None:

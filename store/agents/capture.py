@@ -21,6 +21,8 @@ back) and :mod:`store.agents.repair_copy` (repaired copies); every public name o
 from __future__ import annotations
 
 import os
+import random
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -78,6 +80,7 @@ from store.agents.capture_verify import (
     read_checkpoint_session,
     verify,
 )
+from store.agents.checkpoint_db import CheckpointStore
 from store.agents.native import (
     AGENT_CLAUDE_CODE,
     AGENT_CODEX,
@@ -89,7 +92,6 @@ from store.agents.repair_copy import (
     export_repaired_copy,
     repaired_copy_name,
 )
-from store.mothx.db import Database
 from store.mothx.sessiondir import SessionDir
 from store.safetext import one_line
 
@@ -128,10 +130,37 @@ def unreadable_note(scans: Sequence[FileScan], shown: int = 3) -> str:
     return f" Unreadable: {'; '.join(parts)}{more} {verb} kept as {noun}; every other record was captured."
 
 
+SUPERSEDED_RETRIES = 8
+
+
+class _Superseded(Exception):
+    """Another capture of the same session (another process or host) took its fence or published first."""
+
+
 def capture_session(
-    db: Database, source: SessionSource, *, on_file: Callable[[SourceFile], None] | None = None
+    db: CheckpointStore, source: SessionSource, *, on_file: Callable[[SourceFile], None] | None = None
 ) -> SessionCaptureResult:
-    """Capture one discovered session into an open checkpoint database (read-write)."""
+    """Capture one discovered session into an open checkpoint store (read-write).
+
+    Captures of one session from many processes or hosts are fenced: each draws a fencing token, and staging
+    and publishing happen in one transaction that holds the session's row, so only the newest run writes. A
+    capture that finds itself superseded (its fence taken, or the head moved since its advisory read) reads
+    the canonical shape again and tries once more; usually the other capture stored the same records and this
+    one ends ``unchanged``. The lines are keyed by (session, file, line), so no record is ever stored twice."""
+    for attempt in range(SUPERSEDED_RETRIES):
+        try:
+            return _capture_once(db, source, on_file if attempt == 0 else None)
+        except _Superseded:
+            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+    rels = tuple(f.rel for f in source.files)
+    return SessionCaptureResult(source.agent, source.agent_session_id, STATUS_UNREADABLE, len(source.files), 0, 0,
+                                f"other captures of the session kept superseding this one ({SUPERSEDED_RETRIES} "
+                                "attempts); capture it again.", rels)
+
+
+def _capture_once(
+    db: CheckpointStore, source: SessionSource, on_file: Callable[[SourceFile], None] | None
+) -> SessionCaptureResult:
     agent, sid = source.agent, source.agent_session_id
     rels = tuple(f.rel for f in source.files)
 
@@ -225,14 +254,19 @@ def capture_session(
     )
     drift = DriftCounter(agent)
     try:
-        outcome = agentstate.stage_version(db, fence, state, _watched(record_stream(live), live, drift))
+        outcome = agentstate.stage_version(db, fence, state, _watched(record_stream(live), live, drift),
+                                           publish=agentstate.KIND_CHECKPOINT)
+    except agentstate.StaleFence as exc:
+        agentstate.mark_run_failed(db, fence)
+        raise _Superseded() from exc
     except agentstate.SessionStateDivergent as exc:
         agentstate.mark_run_failed(db, fence)
+        if _head_moved(db, agent, sid, canon):
+            raise _Superseded() from exc
         return result(STATUS_DIVERGENT, total, 0, one_line(str(exc)))
-    except (agentstate.InvalidSessionState, agentstate.StaleFence, agentstate.SessionStateOutOfSync, OSError) as exc:
+    except (agentstate.InvalidSessionState, agentstate.SessionStateOutOfSync, OSError) as exc:
         agentstate.mark_run_failed(db, fence)
         return result(STATUS_UNREADABLE, total, 0, f"the capture was not stored: {one_line(str(exc))}")
-    agentstate.publish_head(db, fence, agentstate.KIND_CHECKPOINT)
     status = STATUS_APPENDED if shapes else STATUS_NEW
     return replace(result(status, total, outcome.records_written, pending_note.strip(), pending), drift=drift)
 
@@ -255,6 +289,15 @@ def _watched(records: Iterator[SessionStateRecord], scans: Sequence[FileScan],
         content = rec.content
         drift.feed(content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass"))
         yield rec
+
+
+def _head_moved(db: CheckpointStore, agent: str, sid: str, canon: agentstate.CanonicalShape | None) -> bool:
+    """True when the session's head is no longer the one the capture's advisory read saw."""
+    try:
+        now = agentstate.read_canonical(db, agent, sid)
+    except agentstate.SessionStateOutOfSync:
+        return False
+    return (now.run_id if now else None) != (canon.run_id if canon else None)
 
 
 def _first_line(path: Path) -> bytes:
