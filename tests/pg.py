@@ -77,7 +77,8 @@ class PgCluster:
             conn.execute(sql)
 
 
-def _start_cluster() -> Iterator[PgCluster]:
+def start_cluster() -> Iterator[PgCluster]:
+    """Start a throwaway server (skips the test when none can be started); stopped when the generator ends."""
     bindir = pg_bin_dir()
     if bindir is None:
         pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed: the PostgreSQL engine is not "
@@ -131,7 +132,7 @@ def pg_cluster() -> Iterator[PgCluster]:
     if given:
         yield PgCluster(host="", port=0, user="", base_url=given.replace("postgresql://", "postgresql+psycopg://", 1))
         return
-    yield from _start_cluster()
+    yield from start_cluster()
 
 
 @pytest.fixture

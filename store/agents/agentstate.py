@@ -248,13 +248,16 @@ def stage_version(
     records: Iterable[SessionStateRecord],
     *,
     publish: str | None = None,
+    trusted: frozenset[str] = frozenset(),
 ) -> ReplaceResult:
     """Stage ``state`` under ``fence``'s run in an open checkpoint file, in one fenced transaction, writing only
     the tails beyond the canonical version (reference section 7). Raises :class:`SessionStateDivergent` (nothing
     written), :class:`StaleFence` or :class:`InvalidSessionState` (rolled back).
 
     ``publish`` (a kind) also makes the run the publication head in that same transaction: what a capture
-    does, so a capture superseded by another host's never leaves a staged version without its head."""
+    does, so a capture superseded by another host's never leaves a staged version without its head.
+    ``trusted`` names files whose records the caller compacted, validated and hashed itself
+    (:class:`~store.agents.checkpoint_records.StreamValidator`): a capture's digests are computed once."""
     if publish is not None and publish not in (KIND_CHECKPOINT, KIND_RESET):
         raise InvalidSessionState(f"Unknown publication kind {publish!r}.")
     if fence.fencing_token != state.runtime_fencing_token:
@@ -348,7 +351,7 @@ def stage_version(
                 (session_id, f.path, base),
             )
             trimmed += max(cur.rowcount, 0)
-        validator = StreamValidator(state, skip, InvalidSessionState)
+        validator = StreamValidator(state, skip, InvalidSessionState, trusted)
         batch: list[tuple[str, str, int, str, int]] = []
         batch_bytes = 0
         written = 0

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import random
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -34,7 +34,6 @@ from store.agents.agentstate import (
     MAX_RESTORED_BYTES,
     PersistedSessionState,
     PersistedSessionStateFile,
-    SessionStateRecord,
 )
 from store.agents.capture_discovery import (
     claude_code_path_base,
@@ -192,12 +191,19 @@ def _capture_once(
     scans: list[FileScan] = []
     budget = TAIL_MEMORY_BUDGET
     stop: FileScan | None = None
+    drift = DriftCounter(agent)  # fed while scanning: every line is parsed once
     for f in source.files:
         bad = agentstate.path_problem(f.rel)
         if bad:
             scan = FileScan(rel=f.rel, path=f.path, problem=f"{one_line(f.rel)}: {bad}", problem_status=STATUS_UNREADABLE)
         else:
-            scan = scan_file(f.path, f.rel, shapes.get(f.rel), marks.get(f.rel, 0), budget)
+            drift.start_file()
+            canonical = shapes.get(f.rel)
+            if agent == AGENT_CODEX and canonical is not None and canonical.records > 0:
+                first = _first_line(f.path)  # the version of an appended rollout is in its session_meta
+                if first:
+                    drift.feed_version(first)
+            scan = scan_file(f.path, f.rel, canonical, marks.get(f.rel, 0), budget, drift)
         if scan.tail is not None:
             budget -= scan.tail_bytes
         scans.append(scan)
@@ -252,10 +258,10 @@ def _capture_once(
         record_count=total,
         files=files,
     )
-    drift = DriftCounter(agent)
+    trusted = frozenset(s.rel for s in live if s.tail is not None)  # kept bytes: compacted and hashed once
     try:
-        outcome = agentstate.stage_version(db, fence, state, _watched(record_stream(live), live, drift),
-                                           publish=agentstate.KIND_CHECKPOINT)
+        outcome = agentstate.stage_version(db, fence, state, record_stream(live), publish=agentstate.KIND_CHECKPOINT,
+                                           trusted=trusted)
     except agentstate.StaleFence as exc:
         agentstate.mark_run_failed(db, fence)
         raise _Superseded() from exc
@@ -269,26 +275,6 @@ def _capture_once(
         return result(STATUS_UNREADABLE, total, 0, f"the capture was not stored: {one_line(str(exc))}")
     status = STATUS_APPENDED if shapes else STATUS_NEW
     return replace(result(status, total, outcome.records_written, pending_note.strip(), pending), drift=drift)
-
-
-def _watched(records: Iterator[SessionStateRecord], scans: Sequence[FileScan],
-             drift: DriftCounter) -> Iterator[SessionStateRecord]:
-    """``records`` fed to ``drift`` on their way to the checkpoint (a Codex file appended to is first read for
-    the version its ``session_meta`` names)."""
-    by_path = {s.rel: s for s in scans}
-    current = None
-    for rec in records:
-        if rec.file_path != current:
-            current = rec.file_path
-            drift.start_file()
-            scan = by_path.get(rec.file_path)
-            if drift.agent == AGENT_CODEX and scan is not None and scan.tail_from > 0:
-                first = _first_line(scan.path)
-                if first:
-                    drift.feed_version(first)
-        content = rec.content
-        drift.feed(content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass"))
-        yield rec
 
 
 def _head_moved(db: CheckpointStore, agent: str, sid: str, canon: agentstate.CanonicalShape | None) -> bool:
