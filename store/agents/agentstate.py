@@ -40,7 +40,7 @@ import socket
 import uuid
 from collections.abc import Iterable
 
-from store.agents.checkpoint_db import CheckpointStore, StoreConn, store_label
+from store.agents.checkpoint_db import CheckpointStore, StoreConn, store_brief, store_label
 from store.agents.checkpoint_engine import PgConnection, lock_suffix, selected_store, use_store
 from store.agents.checkpoint_model import (
     ACTIVE_RUN_STATUSES,
@@ -545,6 +545,7 @@ __all__ = [
     "HOST_ENV",
     "CheckpointStore",
     "selected_store",
+    "store_brief",
     "store_label",
     "this_host",
     "use_store",

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from store.agents import checkpoint_schema
 from store.agents.checkpoint_engine import (
@@ -77,6 +78,21 @@ def store_label(sd: SessionDir) -> str:
     if store_kind(url) == DIALECT_POSTGRESQL:
         return f"PostgreSQL {shown_url(url)}"
     return f"SQLite {one_line(sqlite_path(url))}"
+
+
+def store_brief(sd: SessionDir) -> str:
+    """:func:`store_label` in a few words for a narrow pane: "PostgreSQL team@db.example", "SQLite team.db"."""
+    url = selected_store()
+    if url is None:
+        return "SQLite " + STATE_DB
+    if store_kind(url) == DIALECT_SQLITE:
+        return "SQLite " + one_line(Path(sqlite_path(url)).name)
+    try:
+        parts = urlsplit(url)
+        where = parts.hostname or "local socket"
+        return one_line(f"PostgreSQL {parts.path.lstrip('/') or '?'}@{where}")
+    except ValueError:
+        return "PostgreSQL"
 
 
 def _open_sqlite(path: Path, sd: SessionDir, create: bool) -> Database | None:
