@@ -38,7 +38,7 @@ import os
 import secrets
 import socket
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from store.agents.checkpoint_db import CheckpointStore, StoreConn, store_brief, store_label
 from store.agents.checkpoint_engine import PgConnection, lock_suffix, selected_store, use_store
@@ -169,6 +169,14 @@ def start_run(
     """Start a run of an agent session in an open checkpoint store: draw the next fencing token (superseding
     every older run of the session), record ``source_root`` when given and the capturing host (``host``, by
     default :func:`this_host`), and return the run's fence."""
+    _check_ids(agent_id, agent_session_id)
+    now = _now()
+    host = this_host() if host is None else host
+    with db.write() as conn:
+        return _start_run_in(conn, agent_id, agent_session_id, source_root, host, now)
+
+
+def _check_ids(agent_id: str, agent_session_id: str) -> None:
     for value, name, limit in (
         (agent_id, "the agent id", MAX_AGENT_ID_BYTES),
         (agent_session_id, "the agent session id", MAX_AGENT_SESSION_ID_BYTES),
@@ -176,50 +184,50 @@ def start_run(
         problem = bounded_text(value, name, limit)
         if problem or value != value.strip():
             raise InvalidSessionState(f"Cannot start a capture: {problem or name + ' has surrounding spaces'}.")
-    now = _now()
-    host = this_host() if host is None else host
-    with db.write() as conn:
-        ensure_agent(conn, agent_id, now)
-        # Two hosts may meet the session for the first time at once: the insert that loses does nothing.
+
+
+def _start_run_in(
+    conn: StoreConn, agent_id: str, agent_session_id: str, source_root: str | None, host: str, now: str
+) -> RunFence:
+    """:func:`start_run` inside an open write transaction."""
+    ensure_agent(conn, agent_id, now)
+    # Two hosts may meet the session for the first time at once: the insert that loses does nothing.
+    # (the no-op update returns the row that exists, and locks it on PostgreSQL)
+    row = conn.execute(
+        "INSERT INTO agent_state_sessions (session_id, agent_id, agent_session_id, source_root, "
+        "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (agent_id, agent_session_id) "
+        "DO UPDATE SET agent_id = excluded.agent_id RETURNING session_id",
+        (secrets.token_hex(8), agent_id, agent_session_id, source_root or "", now, now),
+    ).fetchone()
+    if row is None:
+        raise StaleFence("The agent session's row vanished while a capture started.")
+    session_id = str(row[0])
+    token = _next_token(conn)
+    if source_root is None:
         conn.execute(
-            "INSERT INTO agent_state_sessions (session_id, agent_id, agent_session_id, source_root, "
-            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (agent_id, agent_session_id) DO NOTHING",
-            (secrets.token_hex(8), agent_id, agent_session_id, source_root or "", now, now),
+            "UPDATE agent_state_sessions SET runtime_fencing_token = ?, updated_at = ? WHERE session_id = ?",
+            (token, now, session_id),
         )
-        row = conn.execute(
-            "SELECT session_id FROM agent_state_sessions WHERE agent_id = ? AND agent_session_id = ?"
-            + lock_suffix(conn),
-            (agent_id, agent_session_id),
-        ).fetchone()
-        if row is None:
-            raise StaleFence("The agent session's row vanished while a capture started.")
-        session_id = str(row[0])
-        token = _next_token(conn)
-        if source_root is None:
-            conn.execute(
-                "UPDATE agent_state_sessions SET runtime_fencing_token = ?, updated_at = ? WHERE session_id = ?",
-                (token, now, session_id),
-            )
-        else:
-            conn.execute(
-                "UPDATE agent_state_sessions SET runtime_fencing_token = ?, source_root = ?, updated_at = ? "
-                "WHERE session_id = ?",
-                (token, source_root, now, session_id),
-            )
-            conn.execute(
-                "INSERT INTO agent_state_session_hosts (session_id, host, updated_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (session_id) DO UPDATE SET host = excluded.host, updated_at = excluded.updated_at",
-                (session_id, host, now),
-            )
-        run_id = str(uuid.uuid4())
+    else:
         conn.execute(
-            "INSERT INTO agent_state_runs (session_id, run_id, fencing_token, status, created_at) "
-            "VALUES (?, ?, ?, 'running', ?)",
-            (session_id, run_id, token, now),
+            "UPDATE agent_state_sessions SET runtime_fencing_token = ?, source_root = ?, updated_at = ? "
+            "WHERE session_id = ?",
+            (token, source_root, now, session_id),
         )
         conn.execute(
-            "INSERT INTO agent_state_run_hosts (session_id, run_id, host) VALUES (?, ?, ?)", (session_id, run_id, host)
+            "INSERT INTO agent_state_session_hosts (session_id, host, updated_at) VALUES (?, ?, ?) "
+            "ON CONFLICT (session_id) DO UPDATE SET host = excluded.host, updated_at = excluded.updated_at",
+            (session_id, host, now),
         )
+    run_id = str(uuid.uuid4())
+    conn.execute(
+        "INSERT INTO agent_state_runs (session_id, run_id, fencing_token, status, created_at) "
+        "VALUES (?, ?, ?, 'running', ?)",
+        (session_id, run_id, token, now),
+    )
+    conn.execute(
+        "INSERT INTO agent_state_run_hosts (session_id, run_id, host) VALUES (?, ?, ?)", (session_id, run_id, host)
+    )
     return RunFence(session_id, agent_id, agent_session_id, run_id, token)
 
 
@@ -273,9 +281,58 @@ def stage_version(
     problem = header_problem(state)
     if problem:
         raise InvalidSessionState(f"The checkpoint header is invalid: {problem}.")
-    shapes_json = json.dumps([f.shape.to_json() for f in state.files], separators=(",", ":"))
     now = _now()
     with db.write() as conn:
+        return _stage_in(conn, fence, state, records, publish, trusted, now, fenced=False)
+
+
+def capture_version(
+    db: CheckpointStore,
+    agent_id: str,
+    agent_session_id: str,
+    source_root: str,
+    make_state: Callable[[RunFence], PersistedSessionState],
+    records: Iterable[SessionStateRecord],
+    *,
+    trusted: frozenset[str] = frozenset(),
+    host: str | None = None,
+) -> tuple[RunFence, ReplaceResult]:
+    """A capture's whole write in ONE transaction: start a run (:func:`start_run`), stage the state
+    ``make_state(fence)`` builds for it and publish it as the checkpoint head (:func:`stage_version` with
+    ``publish``). A divergent capture rolls everything back, the run included: nothing is written."""
+    _check_ids(agent_id, agent_session_id)
+    now = _now()
+    host = this_host() if host is None else host
+    with db.write() as conn:
+        fence = _start_run_in(conn, agent_id, agent_session_id, source_root, host, now)
+        state = make_state(fence)
+        problem = header_problem(state)
+        if problem:
+            raise InvalidSessionState(f"The checkpoint header is invalid: {problem}.")
+        if (state.through_run_id, state.runtime_fencing_token) != (fence.run_id, fence.fencing_token):
+            raise StaleFence("The state being staged does not belong to the run that holds the fence.")
+        return fence, _stage_in(conn, fence, state, records, KIND_CHECKPOINT, trusted, now, fenced=True)
+
+
+LINE_COLUMNS = ("session_id", "file_path", "line_number", "content", "content_bytes")
+
+
+def _stage_in(
+    conn: StoreConn,
+    fence: RunFence,
+    state: PersistedSessionState,
+    records: Iterable[SessionStateRecord],
+    publish: str | None,
+    trusted: frozenset[str],
+    now: str,
+    *,
+    fenced: bool,
+) -> ReplaceResult:
+    """:func:`stage_version` inside an open write transaction; ``fenced``: the run was started in this very
+    transaction (its fence cannot have moved), so it is not read back."""
+    shapes_json = json.dumps([f.shape.to_json() for f in state.files], separators=(",", ":"))
+    session_id = fence.session_id
+    if not fenced:
         # The session row is locked (PostgreSQL) for the whole staging: a newer run cannot take the fence
         # half-way, and two captures of one session never write its line set at once.
         sess = conn.execute(
@@ -285,7 +342,6 @@ def stage_version(
         ).fetchone()
         if sess is None or sess[0] != fence.session_id:
             raise StaleFence("The run's session no longer exists.")
-        session_id = fence.session_id
         current = conn.execute(
             "SELECT s.runtime_fencing_token, r.status FROM agent_state_sessions s LEFT JOIN agent_state_runs r "
             "ON r.session_id = s.session_id AND r.run_id = ? WHERE s.session_id = ?",
@@ -297,114 +353,114 @@ def stage_version(
                 f"The run {fence.run_id} no longer holds the session's fence (token {fence.fencing_token}); "
                 "another capture superseded it."
             )
-        canonical = canonical_shapes_of(conn, session_id)
-        why = divergence(canonical, state.files)
-        if why:
-            raise _divergent(why)
-        row = conn.execute(
-            "INSERT INTO agent_state_versions (session_id, through_run_id, agent_id, agent_session_id, cwd, "
-            "transcript_path, runtime_fencing_token, file_count, record_count, file_shapes, created_at, updated_at) "
-            "SELECT r.session_id, r.run_id, ?, ?, ?, ?, r.fencing_token, ?, ?, ?, ?, ? "
-            "FROM agent_state_runs r JOIN agent_state_sessions s ON s.session_id = r.session_id "
-            "WHERE r.session_id = ? AND r.run_id = ? AND r.fencing_token = ? "
-            "AND r.fencing_token = s.runtime_fencing_token AND r.status IN ('running', 'waiting_decision') "
-            "ON CONFLICT (session_id, through_run_id) DO UPDATE SET agent_id = excluded.agent_id, "
-            "agent_session_id = excluded.agent_session_id, cwd = excluded.cwd, "
-            "transcript_path = excluded.transcript_path, runtime_fencing_token = excluded.runtime_fencing_token, "
-            "file_count = excluded.file_count, record_count = excluded.record_count, "
-            "file_shapes = excluded.file_shapes, updated_at = excluded.updated_at "
-            "WHERE agent_state_versions.runtime_fencing_token <= excluded.runtime_fencing_token "
-            "RETURNING through_run_id, runtime_fencing_token",
-            (
-                state.agent_id,
-                state.agent_session_id,
-                state.cwd.strip(),
-                state.transcript_path,
-                state.file_count,
-                state.record_count,
-                shapes_json,
-                now,
-                now,
-                session_id,
-                state.through_run_id,
-                state.runtime_fencing_token,
-            ),
-        ).fetchone()
-        if row is None or (row[0], row[1]) != (state.through_run_id, state.runtime_fencing_token):
-            raise StaleFence(
-                f"The run {state.through_run_id} no longer holds the session's fence (token "
-                f"{state.runtime_fencing_token}); another capture superseded it."
-            )
-        paths = [f.path for f in state.files]
-        placeholders = ",".join("?" for _ in paths)
-        cur = conn.execute(
-            f"DELETE FROM agent_state_lines WHERE session_id = ? AND file_path NOT IN ({placeholders})",
-            (session_id, *paths),
+    canonical = canonical_shapes_of(conn, session_id)
+    why = divergence(canonical, state.files)
+    if why:
+        raise _divergent(why)
+    row = conn.execute(
+        "INSERT INTO agent_state_versions (session_id, through_run_id, agent_id, agent_session_id, cwd, "
+        "transcript_path, runtime_fencing_token, file_count, record_count, file_shapes, created_at, updated_at) "
+        "SELECT r.session_id, r.run_id, ?, ?, ?, ?, r.fencing_token, ?, ?, ?, ?, ? "
+        "FROM agent_state_runs r JOIN agent_state_sessions s ON s.session_id = r.session_id "
+        "WHERE r.session_id = ? AND r.run_id = ? AND r.fencing_token = ? "
+        "AND r.fencing_token = s.runtime_fencing_token AND r.status IN ('running', 'waiting_decision') "
+        "ON CONFLICT (session_id, through_run_id) DO UPDATE SET agent_id = excluded.agent_id, "
+        "agent_session_id = excluded.agent_session_id, cwd = excluded.cwd, "
+        "transcript_path = excluded.transcript_path, runtime_fencing_token = excluded.runtime_fencing_token, "
+        "file_count = excluded.file_count, record_count = excluded.record_count, "
+        "file_shapes = excluded.file_shapes, updated_at = excluded.updated_at "
+        "WHERE agent_state_versions.runtime_fencing_token <= excluded.runtime_fencing_token "
+        "RETURNING through_run_id, runtime_fencing_token",
+        (
+            state.agent_id,
+            state.agent_session_id,
+            state.cwd.strip(),
+            state.transcript_path,
+            state.file_count,
+            state.record_count,
+            shapes_json,
+            now,
+            now,
+            session_id,
+            state.through_run_id,
+            state.runtime_fencing_token,
+        ),
+    ).fetchone()
+    if row is None or (row[0], row[1]) != (state.through_run_id, state.runtime_fencing_token):
+        raise StaleFence(
+            f"The run {state.through_run_id} no longer holds the session's fence (token "
+            f"{state.runtime_fencing_token}); another capture superseded it."
         )
-        trimmed = max(cur.rowcount, 0)
-        skip: dict[str, int] = {}
-        for f in state.files:
-            base = canonical[f.path].records if f.path in canonical else 0
-            skip[f.path] = base
-            cur = conn.execute(
-                "DELETE FROM agent_state_lines WHERE session_id = ? AND file_path = ? AND line_number > ?",
-                (session_id, f.path, base),
-            )
-            trimmed += max(cur.rowcount, 0)
-        validator = StreamValidator(state, skip, InvalidSessionState, trusted)
-        batch: list[tuple[str, str, int, str, int]] = []
-        batch_bytes = 0
-        written = 0
-        bytes_written = 0
+    skip = {f.path: canonical[f.path].records if f.path in canonical else 0 for f in state.files}
+    # Clean the line set in ONE statement: every line of a file not captured, and every line past the
+    # canonical record count of a captured file (0 for a file that is not canonical), goes.
+    kept = [(p, n) for p, n in skip.items() if n > 0]
+    if kept:
+        cur = conn.execute(
+            "DELETE FROM agent_state_lines WHERE session_id = ? AND NOT ("
+            + " OR ".join("(file_path = ? AND line_number <= ?)" for _ in kept) + ")",
+            (session_id, *(v for pair in kept for v in pair)),
+        )
+    else:
+        cur = conn.execute("DELETE FROM agent_state_lines WHERE session_id = ?", (session_id,))
+    trimmed = max(cur.rowcount, 0)
+    validator = StreamValidator(state, skip, InvalidSessionState, trusted)
+    batch: list[tuple[str, str, int, str, int]] = []
+    batch_bytes = 0
+    written = 0
+    bytes_written = 0
 
-        def flush() -> None:
-            nonlocal written, bytes_written, batch, batch_bytes
-            if not batch:
-                return
-            c = conn.executemany(
+    def flush() -> None:
+        nonlocal written, bytes_written, batch, batch_bytes
+        if not batch:
+            return
+        if isinstance(conn, PgConnection):  # one COPY per batch: no round trip per record
+            count = conn.copy_rows("agent_state_lines", LINE_COLUMNS, batch)
+        else:
+            count = conn.executemany(
                 "INSERT INTO agent_state_lines (session_id, file_path, line_number, content, content_bytes) "
                 "VALUES (?, ?, ?, ?, ?)",
                 batch,
-            )
-            if c.rowcount != len(batch):
-                raise InvalidSessionState(f"A batch of {len(batch)} records wrote {c.rowcount} rows.")
-            written += len(batch)
-            bytes_written += batch_bytes
-            batch = []
-            batch_bytes = 0
+            ).rowcount
+        if count != len(batch):
+            raise InvalidSessionState(f"A batch of {len(batch)} records wrote {count} rows.")
+        written += len(batch)
+        bytes_written += batch_bytes
+        batch = []
+        batch_bytes = 0
 
-        for rec in records:
-            text, new = validator.accept(rec)
-            if not new:
-                continue
-            size = len(text.encode("utf-8"))
-            batch.append((session_id, rec.file_path, rec.line_number, text, size))
-            batch_bytes += size + 1
-            if len(batch) >= INSERT_BATCH_RECORDS or batch_bytes >= INSERT_BATCH_BYTES:
-                flush()
-        flush()
-        validator.finish()
-        expected = sum(f.records - skip[f.path] for f in state.files)
-        if written != expected:
-            raise InvalidSessionState(f"The capture inserted {written} records where {expected} were expected.")
-        conn.execute(
-            "DELETE FROM agent_state_file_marks WHERE session_id = ? AND through_run_id = ?",
-            (session_id, state.through_run_id),
+    for rec in records:
+        text, new = validator.accept(rec)
+        if not new:
+            continue
+        size = len(text.encode("utf-8"))
+        batch.append((session_id, rec.file_path, rec.line_number, text, size))
+        batch_bytes += size + 1
+        if len(batch) >= INSERT_BATCH_RECORDS or batch_bytes >= INSERT_BATCH_BYTES:
+            flush()
+    flush()
+    validator.finish()
+    expected = sum(f.records - skip[f.path] for f in state.files)
+    if written != expected:
+        raise InvalidSessionState(f"The capture inserted {written} records where {expected} were expected.")
+    conn.execute(
+        "DELETE FROM agent_state_file_marks WHERE session_id = ? AND through_run_id = ?",
+        (session_id, state.through_run_id),
+    )
+    marks = [(session_id, state.through_run_id, p, n) for p, n in validator.restored.items() if n > 0]
+    if marks:
+        conn.executemany(
+            "INSERT INTO agent_state_file_marks (session_id, through_run_id, file_path, restored_bytes) "
+            "VALUES (?, ?, ?, ?)",
+            marks,
         )
-        marks = [(session_id, state.through_run_id, p, n) for p, n in validator.restored.items() if n > 0]
-        if marks:
-            conn.executemany(
-                "INSERT INTO agent_state_file_marks (session_id, through_run_id, file_path, restored_bytes) "
-                "VALUES (?, ?, ?, ?)",
-                marks,
-            )
-        conn.execute(
-            "DELETE FROM agent_state_versions WHERE session_id = ? AND through_run_id <> ? AND through_run_id NOT IN "
-            "(SELECT run_id FROM agent_state_publications WHERE session_id = ? AND checkpoint_reset = FALSE)",
-            (session_id, state.through_run_id, session_id),
-        )
-        if publish is not None:
-            _publish(conn, fence, publish, now)
+    conn.execute(
+        "DELETE FROM agent_state_versions WHERE session_id = ? AND through_run_id <> ? AND through_run_id NOT IN "
+        "(SELECT run_id FROM agent_state_publications WHERE session_id = ? AND checkpoint_reset = FALSE)",
+        (session_id, state.through_run_id, session_id),
+    )
+    if publish is not None:
+        _publish(conn, fence, publish, now)
     return ReplaceResult(records_written=written, bytes_written=bytes_written, files_trimmed=trimmed)
 
 
@@ -594,6 +650,7 @@ __all__ = [
     "begin_run",
     "bounded_text",
     "canonical_shape",
+    "capture_version",
     "canonical_shapes_of",
     "check_json",
     "checkpoint_info",

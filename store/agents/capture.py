@@ -68,6 +68,7 @@ from store.agents.capture_model import (
     VerifyResult,
 )
 from store.agents.capture_scan import (
+    FastDrift,
     FileScan,
     counts_as_record,
     iter_lines,
@@ -84,7 +85,6 @@ from store.agents.native import (
     AGENT_CLAUDE_CODE,
     AGENT_CODEX,
 )
-from store.agents.native_drift import DriftCounter
 from store.agents.repair_copy import (
     INTERRUPTED_TEXT,
     RepairCopyRefused,
@@ -191,7 +191,7 @@ def _capture_once(
     scans: list[FileScan] = []
     budget = TAIL_MEMORY_BUDGET
     stop: FileScan | None = None
-    drift = DriftCounter(agent)  # fed while scanning: every line is parsed once
+    drift = FastDrift(agent)  # fed while scanning: every line is parsed once
     for f in source.files:
         bad = agentstate.path_problem(f.rel)
         if bad:
@@ -246,32 +246,30 @@ def _capture_once(
         return result(STATUS_UNCHANGED, total, 0, pending_note.strip(), pending)
     if total > MAX_RECORDS or sum(s.restored_bytes for s in live) > MAX_RESTORED_BYTES:
         return result(STATUS_UNREADABLE, total, 0, "the session is larger than a checkpoint may be.")
-    fence = agentstate.start_run(db, agent, sid, str(source.root))
-    state = PersistedSessionState(
-        agent_id=agent,
-        agent_session_id=sid,
-        through_run_id=fence.run_id,
-        cwd=source.cwd,
-        transcript_path=transcript,
-        runtime_fencing_token=fence.fencing_token,
-        file_count=len(files),
-        record_count=total,
-        files=files,
-    )
+    def make_state(fence: agentstate.RunFence) -> PersistedSessionState:
+        return PersistedSessionState(
+            agent_id=agent,
+            agent_session_id=sid,
+            through_run_id=fence.run_id,
+            cwd=source.cwd,
+            transcript_path=transcript,
+            runtime_fencing_token=fence.fencing_token,
+            file_count=len(files),
+            record_count=total,
+            files=files,
+        )
+
     trusted = frozenset(s.rel for s in live if s.tail is not None)  # kept bytes: compacted and hashed once
-    try:
-        outcome = agentstate.stage_version(db, fence, state, record_stream(live), publish=agentstate.KIND_CHECKPOINT,
-                                           trusted=trusted)
+    try:  # one transaction: the run, its version and its head (a failure leaves no trace, not even the run)
+        _, outcome = agentstate.capture_version(db, agent, sid, str(source.root), make_state, record_stream(live),
+                                                trusted=trusted)
     except agentstate.StaleFence as exc:
-        agentstate.mark_run_failed(db, fence)
         raise _Superseded() from exc
     except agentstate.SessionStateDivergent as exc:
-        agentstate.mark_run_failed(db, fence)
         if _head_moved(db, agent, sid, canon):
             raise _Superseded() from exc
         return result(STATUS_DIVERGENT, total, 0, one_line(str(exc)))
     except (agentstate.InvalidSessionState, agentstate.SessionStateOutOfSync, OSError) as exc:
-        agentstate.mark_run_failed(db, fence)
         return result(STATUS_UNREADABLE, total, 0, f"the capture was not stored: {one_line(str(exc))}")
     status = STATUS_APPENDED if shapes else STATUS_NEW
     return replace(result(status, total, outcome.records_written, pending_note.strip(), pending), drift=drift)

@@ -189,6 +189,8 @@ class PgStore:
         self.path = shown_url(url)  # what messages name, as a file path is named for SQLite
         self._engine = _engine(url)
         self._closed = False
+        self._pooled: Any = None  # the connection this store holds while open (one per store, like a file's)
+        self._lock = threading.RLock()
 
     @property
     def read_only(self) -> bool:
@@ -202,42 +204,46 @@ class PgStore:
 
     @contextmanager
     def _transaction(self, *, write: bool) -> Iterator[PgConnection]:
-        if self._closed:
-            raise StoreError(f"The store {self.path} is closed.")
-        pooled = self._connect()
-        raw = pooled.driver_connection
-        ok = False
-        try:
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"The store {self.path} is closed.")
+            if self._pooled is None:
+                self._pooled = self._connect()
+            pooled = self._pooled
+            raw = pooled.driver_connection
+            ok = False
             try:
-                if raw.info.transaction_status != 0:  # a connection left inside a transaction
-                    raw.rollback()
-                raw.execute("BEGIN ISOLATION LEVEL READ COMMITTED" if write
-                            else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            except Exception as exc:  # noqa: BLE001
-                raise _describe(self.url, exc) from exc
-            try:
-                yield PgConnection(raw)
-            except StoreError:
-                raise
-            except Exception as exc:
-                if _is_driver_error(exc):
-                    raise _describe(self.url, exc) from exc
-                raise
-            try:
-                if write:
-                    raw.commit()
-                else:
-                    raw.rollback()
-            except Exception as exc:  # noqa: BLE001
-                raise _describe(self.url, exc) from exc
-            ok = True
-        finally:
-            if not ok:
                 try:
-                    raw.rollback()
-                except Exception:  # noqa: BLE001 - the connection is dropped below
-                    pooled.invalidate()
-            pooled.close()
+                    if raw.info.transaction_status != 0:  # a connection left inside a transaction
+                        raw.rollback()
+                    raw.execute("BEGIN ISOLATION LEVEL READ COMMITTED" if write
+                                else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                except Exception as exc:  # noqa: BLE001
+                    raise _describe(self.url, exc) from exc
+                try:
+                    yield PgConnection(raw)
+                except StoreError:
+                    raise
+                except Exception as exc:
+                    if _is_driver_error(exc):
+                        raise _describe(self.url, exc) from exc
+                    raise
+                try:
+                    if write:
+                        raw.commit()
+                    else:
+                        raw.rollback()
+                except Exception as exc:  # noqa: BLE001
+                    raise _describe(self.url, exc) from exc
+                ok = True
+            finally:
+                if not ok:
+                    try:
+                        raw.rollback()
+                    except Exception:  # noqa: BLE001 - a broken connection is dropped, the next use reconnects
+                        pooled.invalidate()
+                        self._pooled = None
+                        pooled.close()
 
     @contextmanager
     def read(self) -> Iterator[PgConnection]:
@@ -255,7 +261,12 @@ class PgStore:
             yield conn
 
     def close(self) -> None:
-        self._closed = True  # the pool keeps the connections for the next open of the same URL
+        """Give the connection back to the pool (kept for the next open of the same URL)."""
+        with self._lock:
+            self._closed = True
+            if self._pooled is not None:
+                pooled, self._pooled = self._pooled, None
+                pooled.close()
 
 
 def _is_driver_error(exc: BaseException) -> bool:

@@ -220,7 +220,7 @@ def _worker(tmp: Path, k: int, tree: Path, url: str | None, once: bool) -> subpr
     env = dict(os.environ, SESSIONSCOPE_HOST=f"host-{k}")
     if url:
         env["SESSIONSCOPE_STORE"] = url
-    code = WORKER.format(root=str(ROOT), sessions=str(tmp / "shared-sessions"), tree=str(tree), once=once)
+    code = WORKER.format(root=str(ROOT), sessions=str(tmp / f"sessions-{k}"), tree=str(tree), once=once)
     return subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
 
@@ -228,7 +228,8 @@ def _worker(tmp: Path, k: int, tree: Path, url: str | None, once: bool) -> subpr
 @pytest.mark.parametrize("engine", ["postgresql", "sqlite"])
 def test_four_processes_killed_at_random_store_every_line_once(tmp_path: Path, engine: str,
                                                                request: pytest.FixtureRequest) -> None:
-    url = str(request.getfixturevalue("pg_url")) if engine == "postgresql" else None
+    # Each process plays a host with its own session directory; the checkpoint store is the one shared thing.
+    url = str(request.getfixturevalue("pg_url")) if engine == "postgresql" else f"sqlite:///{tmp_path / 'team.db'}"
     tree = tmp_path / "projects"
     files = make_tree(tree, 8, 40)
     rng = random.Random(15)
@@ -256,7 +257,7 @@ def test_four_processes_killed_at_random_store_every_line_once(tmp_path: Path, e
         assert p.returncode == 0, err.decode(errors="replace")[-3000:]
     use_store(url)
     try:
-        with open_session_dir(tmp_path / "shared-sessions") as sd:
+        with open_session_dir(tmp_path / "sessions-0") as sd:
             listed = {c.agent_session_id: c for c in list_checkpoints(sd)}
             assert set(listed) == set(files)
             total = 0
