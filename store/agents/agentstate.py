@@ -37,8 +37,10 @@ import json
 import os
 import secrets
 import socket
+import sqlite3
 import uuid
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from store.agents.checkpoint_db import CheckpointStore, StoreConn, store_brief, store_label
 from store.agents.checkpoint_engine import PgConnection, lock_suffix, selected_store, use_store
@@ -130,6 +132,7 @@ from store.agents.checkpoint_runtime import (
     set_runtime_reset_lease,
 )
 from store.agents.checkpoint_schema import PG_SEQUENCE
+from store.errors import StoreError
 from store.mothx.sessiondir import SessionDir
 from store.safetext import one_line
 
@@ -187,10 +190,13 @@ def _check_ids(agent_id: str, agent_session_id: str) -> None:
 
 
 def _start_run_in(
-    conn: StoreConn, agent_id: str, agent_session_id: str, source_root: str | None, host: str, now: str
+    conn: StoreConn, agent_id: str, agent_session_id: str, source_root: str | None, host: str, now: str,
+    agent_known: bool = False,
 ) -> RunFence:
-    """:func:`start_run` inside an open write transaction."""
-    ensure_agent(conn, agent_id, now)
+    """:func:`start_run` inside an open write transaction (``agent_known``: the agent's row was ensured in
+    this transaction already)."""
+    if not agent_known:
+        ensure_agent(conn, agent_id, now)
     # Two hosts may meet the session for the first time at once: the insert that loses does nothing.
     # (the no-op update returns the row that exists, and locks it on PostgreSQL)
     row = conn.execute(
@@ -284,6 +290,63 @@ def stage_version(
     now = _now()
     with db.write() as conn:
         return _stage_in(conn, fence, state, records, publish, trusted, now, fenced=False)
+
+
+@dataclass(frozen=True)
+class CaptureItem:
+    """One session of :func:`capture_batch`: what :func:`capture_version` takes."""
+
+    agent_id: str
+    agent_session_id: str
+    source_root: str
+    make_state: Callable[[RunFence], PersistedSessionState]
+    records: Iterable[SessionStateRecord]
+    trusted: frozenset[str] = frozenset()
+
+
+def capture_batch(
+    db: CheckpointStore, items: list[CaptureItem], *, host: str | None = None
+) -> list[ReplaceResult | StoreError | OSError]:
+    """:func:`capture_version` for many sessions in ONE transaction, each under its own savepoint: a session
+    that cannot be written (divergent, superseded, invalid) is rolled back alone and its error is returned in
+    its place; the others are committed together."""
+    for item in items:
+        _check_ids(item.agent_id, item.agent_session_id)
+    now = _now()
+    host = this_host() if host is None else host
+    out: list[ReplaceResult | StoreError | OSError] = []
+    with db.write() as conn:
+        for agent in sorted({item.agent_id for item in items}):
+            ensure_agent(conn, agent, now)
+        for item in items:
+            conn.execute("SAVEPOINT capture_item")
+            try:
+                fence = _start_run_in(conn, item.agent_id, item.agent_session_id, item.source_root, host, now,
+                                      agent_known=True)
+                state = item.make_state(fence)
+                problem = header_problem(state)
+                if problem:
+                    raise InvalidSessionState(f"The checkpoint header is invalid: {problem}.")
+                result = _stage_in(conn, fence, state, item.records, KIND_CHECKPOINT, item.trusted, now, fenced=True)
+            except (StoreError, OSError) as exc:
+                conn.execute("ROLLBACK TO SAVEPOINT capture_item")
+                conn.execute("RELEASE SAVEPOINT capture_item")
+                out.append(exc)
+                continue
+            except Exception as exc:
+                if not _driver_error(exc):
+                    raise
+                conn.execute("ROLLBACK TO SAVEPOINT capture_item")
+                conn.execute("RELEASE SAVEPOINT capture_item")
+                out.append(StoreError(f"The capture was not stored: {one_line(str(exc))[:300]}"))
+                continue
+            conn.execute("RELEASE SAVEPOINT capture_item")
+            out.append(result)
+    return out
+
+
+def _driver_error(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.Error) or type(exc).__module__.startswith("psycopg")
 
 
 def capture_version(
@@ -433,7 +496,8 @@ def _stage_in(
         text, new = validator.accept(rec)
         if not new:
             continue
-        size = len(text.encode("utf-8"))
+        content = rec.content
+        size = len(content) if isinstance(content, bytes) and validator.trusting else len(text.encode("utf-8"))
         batch.append((session_id, rec.file_path, rec.line_number, text, size))
         batch_bytes += size + 1
         if len(batch) >= INSERT_BATCH_RECORDS or batch_bytes >= INSERT_BATCH_BYTES:
@@ -443,10 +507,11 @@ def _stage_in(
     expected = sum(f.records - skip[f.path] for f in state.files)
     if written != expected:
         raise InvalidSessionState(f"The capture inserted {written} records where {expected} were expected.")
-    conn.execute(
-        "DELETE FROM agent_state_file_marks WHERE session_id = ? AND through_run_id = ?",
-        (session_id, state.through_run_id),
-    )
+    if not fenced:  # a run started in this transaction has no marks yet
+        conn.execute(
+            "DELETE FROM agent_state_file_marks WHERE session_id = ? AND through_run_id = ?",
+            (session_id, state.through_run_id),
+        )
     marks = [(session_id, state.through_run_id, p, n) for p, n in validator.restored.items() if n > 0]
     if marks:
         conn.executemany(
@@ -649,7 +714,9 @@ __all__ = [
     "advance_runtime_config_epoch",
     "begin_run",
     "bounded_text",
+    "CaptureItem",
     "canonical_shape",
+    "capture_batch",
     "capture_version",
     "canonical_shapes_of",
     "check_json",

@@ -24,7 +24,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from store.agents import agentstate
@@ -130,6 +130,8 @@ def unreadable_note(scans: Sequence[FileScan], shown: int = 3) -> str:
 
 
 SUPERSEDED_RETRIES = 8
+BATCH_SESSIONS = 64  # sessions written per transaction by a capture of many (each under its own savepoint)
+BATCH_BYTES = 16 * 1024 * 1024  # kept tail bytes of a batch
 
 
 class _Superseded(Exception):
@@ -157,9 +159,10 @@ def capture_session(
                                 "attempts); capture it again.", rels)
 
 
-def _capture_once(
+def _prepare(
     db: CheckpointStore, source: SessionSource, on_file: Callable[[SourceFile], None] | None
-) -> SessionCaptureResult:
+) -> SessionCaptureResult | _Pending:
+    """Scan one session: its final result when nothing is to be written, else what to write."""
     agent, sid = source.agent, source.agent_session_id
     rels = tuple(f.rel for f in source.files)
 
@@ -260,19 +263,58 @@ def _capture_once(
         )
 
     trusted = frozenset(s.rel for s in live if s.tail is not None)  # kept bytes: compacted and hashed once
-    try:  # one transaction: the run, its version and its head (a failure leaves no trace, not even the run)
-        _, outcome = agentstate.capture_version(db, agent, sid, str(source.root), make_state, record_stream(live),
-                                                trusted=trusted)
-    except agentstate.StaleFence as exc:
-        raise _Superseded() from exc
-    except agentstate.SessionStateDivergent as exc:
-        if _head_moved(db, agent, sid, canon):
-            raise _Superseded() from exc
-        return result(STATUS_DIVERGENT, total, 0, one_line(str(exc)))
-    except (agentstate.InvalidSessionState, agentstate.SessionStateOutOfSync, OSError) as exc:
-        return result(STATUS_UNREADABLE, total, 0, f"the capture was not stored: {one_line(str(exc))}")
-    status = STATUS_APPENDED if shapes else STATUS_NEW
-    return replace(result(status, total, outcome.records_written, pending_note.strip(), pending), drift=drift)
+    kept = sum(s.tail_bytes for s in live if s.tail is not None)
+    return _Pending(source, canon, live, make_state, trusted, kept,
+                    STATUS_APPENDED if shapes else STATUS_NEW, total, pending_note.strip(), pending, drift)
+
+
+@dataclass
+class _Pending:
+    """A scanned session whose version is still to be written."""
+
+    source: SessionSource
+    canon: agentstate.CanonicalShape | None
+    live: list[FileScan]
+    make_state: Callable[[agentstate.RunFence], PersistedSessionState]
+    trusted: frozenset[str]
+    kept_bytes: int
+    status: str
+    total: int
+    note: str
+    pending: int
+    drift: FastDrift
+
+    def item(self) -> agentstate.CaptureItem:
+        s = self.source
+        return agentstate.CaptureItem(s.agent, s.agent_session_id, str(s.root), self.make_state,
+                                      record_stream(self.live), self.trusted)
+
+    def result(self, status: str, written: int = 0, detail: str = "") -> SessionCaptureResult:
+        s = self.source
+        return SessionCaptureResult(s.agent, s.agent_session_id, status, len(s.files), self.total, written, detail,
+                                    tuple(f.rel for f in s.files), self.pending)
+
+    def finish(self, db: CheckpointStore, outcome: object) -> SessionCaptureResult:
+        """The session's result from what its write gave: a ReplaceResult or the error it raised."""
+        if isinstance(outcome, agentstate.StaleFence):
+            raise _Superseded() from outcome
+        if isinstance(outcome, agentstate.SessionStateDivergent):
+            if _head_moved(db, self.source.agent, self.source.agent_session_id, self.canon):
+                raise _Superseded() from outcome
+            return self.result(STATUS_DIVERGENT, 0, one_line(str(outcome)))
+        if isinstance(outcome, BaseException):
+            return self.result(STATUS_UNREADABLE, 0, f"the capture was not stored: {one_line(str(outcome))}")
+        assert isinstance(outcome, agentstate.ReplaceResult)
+        return replace(self.result(self.status, outcome.records_written, self.note), drift=self.drift)
+
+
+def _capture_once(
+    db: CheckpointStore, source: SessionSource, on_file: Callable[[SourceFile], None] | None
+) -> SessionCaptureResult:
+    prepared = _prepare(db, source, on_file)
+    if isinstance(prepared, SessionCaptureResult):
+        return prepared
+    return prepared.finish(db, agentstate.capture_batch(db, [prepared.item()])[0])
 
 
 def _head_moved(db: CheckpointStore, agent: str, sid: str, canon: agentstate.CanonicalShape | None) -> bool:
@@ -317,18 +359,55 @@ def capture_sources(
 
     if progress:
         progress(CaptureProgress(0, files_total, 0, bytes_total, ""))
-    results: list[SessionCaptureResult] = []
-    db = agentstate.open_state_db(sd, create=True)
-    assert db is not None
+    opened = agentstate.open_state_db(sd, create=True)
+    assert opened is not None
+    db: CheckpointStore = opened
+    results: list[SessionCaptureResult | None] = []
+    batch: list[tuple[int, _Pending]] = []
+    batch_bytes = 0
+
+    def write_batch() -> None:
+        nonlocal batch, batch_bytes
+        if not batch:
+            return
+        outcomes = agentstate.capture_batch(db, [p.item() for _, p in batch])
+        for (index, p), outcome in zip(batch, outcomes, strict=True):
+            try:
+                results[index] = p.finish(db, outcome)
+            except _Superseded:  # another process or host wrote it meanwhile: this session alone, again
+                results[index] = capture_session(db, p.source)
+        batch, batch_bytes = [], 0
+
     try:
         for source in sessions:
-            results.append(capture_session(db, source, on_file=tick))
+            prepared = _prepare(db, source, tick)
+            if isinstance(prepared, SessionCaptureResult):
+                results.append(prepared)
+                continue
+            results.append(None)
+            if any(s.tail is None for s in prepared.live):
+                write_batch()  # a tail too big to keep is re-read while it is written: on its own
+                results[-1] = _capture_pending(db, prepared)
+                continue
+            batch.append((len(results) - 1, prepared))
+            batch_bytes += prepared.kept_bytes
+            if len(batch) >= BATCH_SESSIONS or batch_bytes >= BATCH_BYTES:
+                write_batch()
+        write_batch()
     finally:
         db.close()
+    done = [r for r in results if r is not None]
     for u in unkeyed:
-        results.append(_unkeyed_result(agent, u))
+        done.append(_unkeyed_result(agent, u))
         tick(u.file)
-    return CaptureSummary(agent, str(root), tuple(results), files_total, bytes_total)
+    return CaptureSummary(agent, str(root), tuple(done), files_total, bytes_total)
+
+
+def _capture_pending(db: CheckpointStore, prepared: _Pending) -> SessionCaptureResult:
+    try:
+        return prepared.finish(db, agentstate.capture_batch(db, [prepared.item()])[0])
+    except _Superseded:
+        return capture_session(db, prepared.source)
 
 
 def capture_claude_code(
