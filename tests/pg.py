@@ -25,7 +25,7 @@ import socket
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,7 +77,7 @@ class PgCluster:
             conn.execute(sql)
 
 
-def start_cluster() -> Iterator[PgCluster]:
+def start_cluster() -> Generator[PgCluster, None, None]:
     """Start a throwaway server (skips the test when none can be started); stopped when the generator ends."""
     bindir = pg_bin_dir()
     if bindir is None:
