@@ -16,6 +16,7 @@ from store.agents.capture import CaptureProgress
 from store.agents.native import parse_codex
 from store.mothx.db import OpenMode
 from store.mothx.sessiondir import open_session_dir
+from tests.pg import pg_cluster, pg_url  # noqa: F401 - fixtures
 from tui.cli import core as cli
 from tui.cli.capture import _ProgressBar
 
@@ -373,3 +374,40 @@ def test_export_repaired_closes_the_interrupted_call(real_fixtures: Path, tmp_pa
     code, _, err = run(capsys, "export-repaired", str(tmp_path), str(tmp_path / "x.jsonl"))
     assert code == 2 and "is not a file" in err
     assert not (tmp_path / "x.jsonl").exists()
+
+
+# ------------------------------------------------------------------------------------- --store (team store)
+
+
+def test_two_hosts_capture_into_one_postgresql_store_and_a_third_reads_it(
+        tmp_path: Path, real_fixtures: Path, pg_url: str, capsys: pytest.CaptureFixture[str],  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from store.agents.checkpoint_engine import use_store
+
+    claude_root, codex_root = real_fixtures / "claude-code", real_fixtures / "codex" / "sessions"
+    try:
+        monkeypatch.setenv("SESSIONSCOPE_HOST", "host-a")
+        code, out, err = run(capsys, "--dir", str(tmp_path / "a"), "capture", "claude-code", str(claude_root),
+                             "--store", pg_url, "--json")
+        assert code == 0, err
+        assert "store: PostgreSQL postgresql+psycopg://postgres@/" in err
+        monkeypatch.setenv("SESSIONSCOPE_HOST", "host-b")
+        code, _, err = run(capsys, "--dir", str(tmp_path / "b"), "capture", "codex", str(codex_root),
+                           "--store", pg_url, "--json")
+        assert code == 0, err
+        use_store(None)
+        monkeypatch.setenv("SESSIONSCOPE_STORE", pg_url)  # the third machine: no session directory at all
+        monkeypatch.setenv("HOME", str(tmp_path / "home"))
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "home" / "data"))
+        code, out, err = run(capsys, "checkpoints", "--json")
+        assert code == 0, err
+        rows = json.loads(out)
+        agents = {r["agent"] for r in rows}
+        assert agents == {"claude-code", "codex"}
+        assert set(CODEX_SESSIONS) <= {str(r["agent_session_id"]) for r in rows}
+        code, out, err = run(capsys, "checkpoint", "verify", "codex", INTERRUPTED_ID, "--store", pg_url)
+        assert code == 0, out + err
+        code, _, err = run(capsys, "checkpoints", "--store", "mysql://nope")
+        assert code == 2 and "postgresql://" in err
+    finally:
+        use_store(None)

@@ -21,8 +21,10 @@ back) and :mod:`store.agents.repair_copy` (repaired copies); every public name o
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from store.agents import agentstate
@@ -32,7 +34,6 @@ from store.agents.agentstate import (
     MAX_RESTORED_BYTES,
     PersistedSessionState,
     PersistedSessionStateFile,
-    SessionStateRecord,
 )
 from store.agents.capture_discovery import (
     claude_code_path_base,
@@ -67,6 +68,7 @@ from store.agents.capture_model import (
     VerifyResult,
 )
 from store.agents.capture_scan import (
+    FastDrift,
     FileScan,
     counts_as_record,
     iter_lines,
@@ -78,18 +80,17 @@ from store.agents.capture_verify import (
     read_checkpoint_session,
     verify,
 )
+from store.agents.checkpoint_db import CheckpointStore
 from store.agents.native import (
     AGENT_CLAUDE_CODE,
     AGENT_CODEX,
 )
-from store.agents.native_drift import DriftCounter
 from store.agents.repair_copy import (
     INTERRUPTED_TEXT,
     RepairCopyRefused,
     export_repaired_copy,
     repaired_copy_name,
 )
-from store.mothx.db import Database
 from store.mothx.sessiondir import SessionDir
 from store.safetext import one_line
 
@@ -128,10 +129,40 @@ def unreadable_note(scans: Sequence[FileScan], shown: int = 3) -> str:
     return f" Unreadable: {'; '.join(parts)}{more} {verb} kept as {noun}; every other record was captured."
 
 
+SUPERSEDED_RETRIES = 8
+BATCH_SESSIONS = 64  # sessions written per transaction by a capture of many (each under its own savepoint)
+BATCH_BYTES = 16 * 1024 * 1024  # kept tail bytes of a batch
+
+
+class _Superseded(Exception):
+    """Another capture of the same session (another process or host) took its fence or published first."""
+
+
 def capture_session(
-    db: Database, source: SessionSource, *, on_file: Callable[[SourceFile], None] | None = None
+    db: CheckpointStore, source: SessionSource, *, on_file: Callable[[SourceFile], None] | None = None
 ) -> SessionCaptureResult:
-    """Capture one discovered session into an open checkpoint database (read-write)."""
+    """Capture one discovered session into an open checkpoint store (read-write).
+
+    Captures of one session from many processes or hosts are fenced: each draws a fencing token, and staging
+    and publishing happen in one transaction that holds the session's row, so only the newest run writes. A
+    capture that finds itself superseded (its fence taken, or the head moved since its advisory read) reads
+    the canonical shape again and tries once more; usually the other capture stored the same records and this
+    one ends ``unchanged``. The lines are keyed by (session, file, line), so no record is ever stored twice."""
+    for attempt in range(SUPERSEDED_RETRIES):
+        try:
+            return _capture_once(db, source, on_file if attempt == 0 else None)
+        except _Superseded:
+            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+    rels = tuple(f.rel for f in source.files)
+    return SessionCaptureResult(source.agent, source.agent_session_id, STATUS_UNREADABLE, len(source.files), 0, 0,
+                                f"other captures of the session kept superseding this one ({SUPERSEDED_RETRIES} "
+                                "attempts); capture it again.", rels)
+
+
+def _prepare(
+    db: CheckpointStore, source: SessionSource, on_file: Callable[[SourceFile], None] | None
+) -> SessionCaptureResult | _Pending:
+    """Scan one session: its final result when nothing is to be written, else what to write."""
     agent, sid = source.agent, source.agent_session_id
     rels = tuple(f.rel for f in source.files)
 
@@ -163,12 +194,19 @@ def capture_session(
     scans: list[FileScan] = []
     budget = TAIL_MEMORY_BUDGET
     stop: FileScan | None = None
+    drift = FastDrift(agent)  # fed while scanning: every line is parsed once
     for f in source.files:
         bad = agentstate.path_problem(f.rel)
         if bad:
             scan = FileScan(rel=f.rel, path=f.path, problem=f"{one_line(f.rel)}: {bad}", problem_status=STATUS_UNREADABLE)
         else:
-            scan = scan_file(f.path, f.rel, shapes.get(f.rel), marks.get(f.rel, 0), budget)
+            drift.start_file()
+            canonical = shapes.get(f.rel)
+            if agent == AGENT_CODEX and canonical is not None and canonical.records > 0:
+                first = _first_line(f.path)  # the version of an appended rollout is in its session_meta
+                if first:
+                    drift.feed_version(first)
+            scan = scan_file(f.path, f.rel, canonical, marks.get(f.rel, 0), budget, drift)
         if scan.tail is not None:
             budget -= scan.tail_bytes
         scans.append(scan)
@@ -211,50 +249,81 @@ def capture_session(
         return result(STATUS_UNCHANGED, total, 0, pending_note.strip(), pending)
     if total > MAX_RECORDS or sum(s.restored_bytes for s in live) > MAX_RESTORED_BYTES:
         return result(STATUS_UNREADABLE, total, 0, "the session is larger than a checkpoint may be.")
-    fence = agentstate.start_run(db, agent, sid, str(source.root))
-    state = PersistedSessionState(
-        agent_id=agent,
-        agent_session_id=sid,
-        through_run_id=fence.run_id,
-        cwd=source.cwd,
-        transcript_path=transcript,
-        runtime_fencing_token=fence.fencing_token,
-        file_count=len(files),
-        record_count=total,
-        files=files,
-    )
-    drift = DriftCounter(agent)
+    def make_state(fence: agentstate.RunFence) -> PersistedSessionState:
+        return PersistedSessionState(
+            agent_id=agent,
+            agent_session_id=sid,
+            through_run_id=fence.run_id,
+            cwd=source.cwd,
+            transcript_path=transcript,
+            runtime_fencing_token=fence.fencing_token,
+            file_count=len(files),
+            record_count=total,
+            files=files,
+        )
+
+    trusted = frozenset(s.rel for s in live if s.tail is not None)  # kept bytes: compacted and hashed once
+    kept = sum(s.tail_bytes for s in live if s.tail is not None)
+    return _Pending(source, canon, live, make_state, trusted, kept,
+                    STATUS_APPENDED if shapes else STATUS_NEW, total, pending_note.strip(), pending, drift)
+
+
+@dataclass
+class _Pending:
+    """A scanned session whose version is still to be written."""
+
+    source: SessionSource
+    canon: agentstate.CanonicalShape | None
+    live: list[FileScan]
+    make_state: Callable[[agentstate.RunFence], PersistedSessionState]
+    trusted: frozenset[str]
+    kept_bytes: int
+    status: str
+    total: int
+    note: str
+    pending: int
+    drift: FastDrift
+
+    def item(self) -> agentstate.CaptureItem:
+        s = self.source
+        return agentstate.CaptureItem(s.agent, s.agent_session_id, str(s.root), self.make_state,
+                                      record_stream(self.live), self.trusted)
+
+    def result(self, status: str, written: int = 0, detail: str = "") -> SessionCaptureResult:
+        s = self.source
+        return SessionCaptureResult(s.agent, s.agent_session_id, status, len(s.files), self.total, written, detail,
+                                    tuple(f.rel for f in s.files), self.pending)
+
+    def finish(self, db: CheckpointStore, outcome: object) -> SessionCaptureResult:
+        """The session's result from what its write gave: a ReplaceResult or the error it raised."""
+        if isinstance(outcome, agentstate.StaleFence):
+            raise _Superseded() from outcome
+        if isinstance(outcome, agentstate.SessionStateDivergent):
+            if _head_moved(db, self.source.agent, self.source.agent_session_id, self.canon):
+                raise _Superseded() from outcome
+            return self.result(STATUS_DIVERGENT, 0, one_line(str(outcome)))
+        if isinstance(outcome, BaseException):
+            return self.result(STATUS_UNREADABLE, 0, f"the capture was not stored: {one_line(str(outcome))}")
+        assert isinstance(outcome, agentstate.ReplaceResult)
+        return replace(self.result(self.status, outcome.records_written, self.note), drift=self.drift)
+
+
+def _capture_once(
+    db: CheckpointStore, source: SessionSource, on_file: Callable[[SourceFile], None] | None
+) -> SessionCaptureResult:
+    prepared = _prepare(db, source, on_file)
+    if isinstance(prepared, SessionCaptureResult):
+        return prepared
+    return prepared.finish(db, agentstate.capture_batch(db, [prepared.item()])[0])
+
+
+def _head_moved(db: CheckpointStore, agent: str, sid: str, canon: agentstate.CanonicalShape | None) -> bool:
+    """True when the session's head is no longer the one the capture's advisory read saw."""
     try:
-        outcome = agentstate.stage_version(db, fence, state, _watched(record_stream(live), live, drift))
-    except agentstate.SessionStateDivergent as exc:
-        agentstate.mark_run_failed(db, fence)
-        return result(STATUS_DIVERGENT, total, 0, one_line(str(exc)))
-    except (agentstate.InvalidSessionState, agentstate.StaleFence, agentstate.SessionStateOutOfSync, OSError) as exc:
-        agentstate.mark_run_failed(db, fence)
-        return result(STATUS_UNREADABLE, total, 0, f"the capture was not stored: {one_line(str(exc))}")
-    agentstate.publish_head(db, fence, agentstate.KIND_CHECKPOINT)
-    status = STATUS_APPENDED if shapes else STATUS_NEW
-    return replace(result(status, total, outcome.records_written, pending_note.strip(), pending), drift=drift)
-
-
-def _watched(records: Iterator[SessionStateRecord], scans: Sequence[FileScan],
-             drift: DriftCounter) -> Iterator[SessionStateRecord]:
-    """``records`` fed to ``drift`` on their way to the checkpoint (a Codex file appended to is first read for
-    the version its ``session_meta`` names)."""
-    by_path = {s.rel: s for s in scans}
-    current = None
-    for rec in records:
-        if rec.file_path != current:
-            current = rec.file_path
-            drift.start_file()
-            scan = by_path.get(rec.file_path)
-            if drift.agent == AGENT_CODEX and scan is not None and scan.tail_from > 0:
-                first = _first_line(scan.path)
-                if first:
-                    drift.feed_version(first)
-        content = rec.content
-        drift.feed(content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass"))
-        yield rec
+        now = agentstate.read_canonical(db, agent, sid)
+    except agentstate.SessionStateOutOfSync:
+        return False
+    return (now.run_id if now else None) != (canon.run_id if canon else None)
 
 
 def _first_line(path: Path) -> bytes:
@@ -290,18 +359,55 @@ def capture_sources(
 
     if progress:
         progress(CaptureProgress(0, files_total, 0, bytes_total, ""))
-    results: list[SessionCaptureResult] = []
-    db = agentstate.open_state_db(sd, create=True)
-    assert db is not None
+    opened = agentstate.open_state_db(sd, create=True)
+    assert opened is not None
+    db: CheckpointStore = opened
+    results: list[SessionCaptureResult | None] = []
+    batch: list[tuple[int, _Pending]] = []
+    batch_bytes = 0
+
+    def write_batch() -> None:
+        nonlocal batch, batch_bytes
+        if not batch:
+            return
+        outcomes = agentstate.capture_batch(db, [p.item() for _, p in batch])
+        for (index, p), outcome in zip(batch, outcomes, strict=True):
+            try:
+                results[index] = p.finish(db, outcome)
+            except _Superseded:  # another process or host wrote it meanwhile: this session alone, again
+                results[index] = capture_session(db, p.source)
+        batch, batch_bytes = [], 0
+
     try:
         for source in sessions:
-            results.append(capture_session(db, source, on_file=tick))
+            prepared = _prepare(db, source, tick)
+            if isinstance(prepared, SessionCaptureResult):
+                results.append(prepared)
+                continue
+            results.append(None)
+            if any(s.tail is None for s in prepared.live):
+                write_batch()  # a tail too big to keep is re-read while it is written: on its own
+                results[-1] = _capture_pending(db, prepared)
+                continue
+            batch.append((len(results) - 1, prepared))
+            batch_bytes += prepared.kept_bytes
+            if len(batch) >= BATCH_SESSIONS or batch_bytes >= BATCH_BYTES:
+                write_batch()
+        write_batch()
     finally:
         db.close()
+    done = [r for r in results if r is not None]
     for u in unkeyed:
-        results.append(_unkeyed_result(agent, u))
+        done.append(_unkeyed_result(agent, u))
         tick(u.file)
-    return CaptureSummary(agent, str(root), tuple(results), files_total, bytes_total)
+    return CaptureSummary(agent, str(root), tuple(done), files_total, bytes_total)
+
+
+def _capture_pending(db: CheckpointStore, prepared: _Pending) -> SessionCaptureResult:
+    try:
+        return prepared.finish(db, agentstate.capture_batch(db, [prepared.item()])[0])
+    except _Superseded:
+        return capture_session(db, prepared.source)
 
 
 def capture_claude_code(

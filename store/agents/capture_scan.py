@@ -12,6 +12,7 @@ read in bounded pieces (:func:`read_lines`): an oversized line is hashed as it s
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,8 @@ from store.agents.capture_model import (
     STATUS_DIVERGENT,
     STATUS_UNREADABLE,
 )
+from store.agents.native import AGENT_CODEX
+from store.agents.native_drift import DriftCounter, VersionDrift
 from store.agents.native_lines import Line, parse_line, unreadable_record
 from store.safetext import one_line
 
@@ -122,23 +125,81 @@ def read_lines(fh: Any, start_offset: int) -> Iterator[RawLine]:
 def record_bytes(line: RawLine, physical: int) -> tuple[bytes, str]:
     """The record a checkpoint stores for a line: its compacted JSON, or the stand-in of an unreadable line
     with the reason ("" for a readable line)."""
+    packed, reason, _ = record_and_value(line, physical)
+    return packed, reason
+
+
+def _parse(text: str) -> tuple[object, str | None]:
+    """The JSON value of ``text`` and None, or None and why it is not one JSON value (as :func:`check_json`)."""
+    try:
+        return json.loads(text, parse_constant=_reject_constant), None
+    except (ValueError, RecursionError):
+        return None, check_json(text) or "not valid JSON"
+
+
+def _reject_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def record_and_value(line: RawLine, physical: int) -> tuple[bytes, str, object]:
+    """:func:`record_bytes` and the line's parsed JSON value (None for an unreadable line): each line is
+    parsed once per capture."""
     if line.oversized:
         reason = f"the line is longer than {MAX_LINE_BYTES} bytes ({line.size} bytes)"
-        return unreadable_record(physical, reason, line.raw, line.size, line.sha256), reason
+        return unreadable_record(physical, reason, line.raw, line.size, line.sha256), reason, None
     text = line.raw.strip(_TRIM)
     if len(text) > MAX_LINE_BYTES:  # pragma: no cover - read_lines marks these oversized
         reason = f"the line is longer than {MAX_LINE_BYTES} bytes"
-        return unreadable_record(physical, reason, line.raw), reason
+        return unreadable_record(physical, reason, line.raw), reason, None
     try:
         decoded = text.decode("utf-8")
     except UnicodeDecodeError:
         reason = "the line is not valid UTF-8"
     else:
-        why = check_json(decoded)
+        value, why = _parse(decoded)
         if why is None:
-            return compact(text), ""
+            return compact_valid(text), "", value
         reason = parse_line(Line(physical, text, line.complete)).error or f"not valid JSON ({why})"
-    return unreadable_record(physical, reason, line.raw), reason
+    return unreadable_record(physical, reason, line.raw), reason, None
+
+
+class FastDrift(DriftCounter):
+    """A :class:`DriftCounter` that makes a version's tally only when the version is first met (the counter
+    itself builds one per record and drops it); everything else is the counter's own."""
+
+    def _at(self, version: str) -> VersionDrift:
+        key = version or "unknown version"
+        found = self.by_version.get(key)
+        if found is None:
+            found = self.by_version[key] = VersionDrift()
+        return found
+
+
+def compact_valid(raw: bytes) -> bytes:
+    """:func:`compact` for a line already parsed as valid JSON, with a fast proof for compact text.
+
+    In valid JSON a tab, CR or LF can only stand outside strings (inside they must be escaped), and a
+    backslash only inside them, always starting an escape pair: with the pairs removed by plain replaces,
+    splitting on quotes leaves the text outside strings, which holds a space only if the line is not compact.
+    """
+    if b"\t" in raw or b"\r" in raw or b"\n" in raw:
+        return compact(raw)
+    if b" " not in raw:
+        return raw
+    stripped = raw.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in raw else raw
+    if b" " not in b"".join(stripped.split(b'"')[0::2]):
+        return raw
+    return compact(raw)
+
+
+def feed_drift(drift: DriftCounter, value: object, size: int) -> None:
+    """What :meth:`DriftCounter.feed` does with a record, given its value already parsed."""
+    if size > 1024 * 1024 or not isinstance(value, dict):
+        return
+    if drift.agent == AGENT_CODEX:
+        drift._codex(value)  # noqa: SLF001 - the counter's own reduction, minus a second json.loads
+    else:
+        drift._claude(value)  # noqa: SLF001
 
 
 def pending_line(line: RawLine) -> bool:
@@ -171,8 +232,10 @@ def counts_as_record(text: bytes, complete: bool) -> bool:
         return False
 
 
-def scan_file(path: Path, rel: str, canonical: FileShape | None, hint_bytes: int = 0, keep_budget: int = 0) -> FileScan:
-    """Hash a file's compacted records, taking the prefix proof at the canonical record count.
+def scan_file(path: Path, rel: str, canonical: FileShape | None, hint_bytes: int = 0, keep_budget: int = 0,
+              drift: DriftCounter | None = None) -> FileScan:
+    """Hash a file's compacted records, taking the prefix proof at the canonical record count; ``drift``
+    (when given) counts the tail's records as they are parsed.
 
     When ``hint_bytes`` (the canonical file's restored length) is given, the prefix is first hashed in one read:
     if the file is written compactly, its first ``hint_bytes`` bytes *are* the canonical restored bytes and the
@@ -180,7 +243,7 @@ def scan_file(path: Path, rel: str, canonical: FileShape | None, hint_bytes: int
     """
     scan = FileScan(rel=rel, path=path)
     try:
-        return _scan(scan, path, one_line(rel), canonical, hint_bytes, keep_budget)
+        return _scan(scan, path, one_line(rel), canonical, hint_bytes, keep_budget, drift)
     except OSError as exc:
         reason = "permission denied" if isinstance(exc, PermissionError) else one_line(exc.strerror or exc)
         scan.problem, scan.problem_status = f"{one_line(rel)} cannot be read ({reason})", STATUS_UNREADABLE
@@ -189,7 +252,7 @@ def scan_file(path: Path, rel: str, canonical: FileShape | None, hint_bytes: int
 
 
 def _scan(scan: FileScan, path: Path, rel: str, canonical: FileShape | None, hint_bytes: int,
-          keep_budget: int) -> FileScan:
+          keep_budget: int, drift: DriftCounter | None = None) -> FileScan:
     with path.open("rb") as fh:
         hasher = hashlib.sha256()
         records = 0
@@ -223,9 +286,16 @@ def _scan(scan: FileScan, path: Path, rel: str, canonical: FileShape | None, hin
             if pending_line(rl):
                 scan.pending_lines = 1
                 break
-            packed, reason = record_bytes(rl, physical)
+            packed, reason, value = record_and_value(rl, physical)
             if reason and not in_prefix:
                 scan.unreadable.append((physical, reason))
+            if drift is not None and not in_prefix:
+                if value is None and not reason:
+                    pass
+                elif reason:
+                    drift.feed(packed)  # a stand-in record, as the checkpoint stores it
+                else:
+                    feed_drift(drift, value, len(packed))
             hasher.update(packed)
             hasher.update(b"\n")
             records += 1

@@ -12,14 +12,25 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from store.agents import checkpoint_schema
+from store.agents.checkpoint_engine import (
+    DIALECT_POSTGRESQL,
+    DIALECT_SQLITE,
+    PgConnection,
+    PgStore,
+    has_table,
+    selected_store,
+    shown_url,
+    sqlite_path,
+    store_kind,
+)
 from store.agents.checkpoint_model import (
     KIND_CHECKPOINT,
     KIND_RESET,
-    SCHEMA_VERSION,
     STATE_DB,
     STATE_DIR,
     CanonicalShape,
@@ -35,10 +46,10 @@ from store.agents.checkpoint_records import (
     header_problem,
     is_uuid,
 )
-from store.errors import ReadOnlyStore, SchemaIncompatible
+from store.errors import ReadOnlyStore
 from store.mothx.db import Database, open_database
-from store.mothx.schema import split_statements
 from store.mothx.sessiondir import SessionDir
+from store.safetext import one_line
 
 
 def state_db_path(sd: SessionDir) -> Path:
@@ -48,49 +59,78 @@ def state_db_path(sd: SessionDir) -> Path:
 
 def schema_sql() -> str:
     """The checkpoint file's layout (``store/sql/agentstate_v1.sql``)."""
-    return resources.files("store").joinpath("sql", "agentstate_v1.sql").read_text(encoding="utf-8")
+    return checkpoint_schema.schema_sql()
 
 
-def _ensure_schema(db: Database) -> None:
-    with db.read() as conn:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        version = None
-        if "agent_state_meta" in tables:
-            row = conn.execute("SELECT value FROM agent_state_meta WHERE name = 'schema_version'").fetchone()
-            version = int(row[0]) if row and str(row[0]).isdigit() else None
-    if version is not None and version > SCHEMA_VERSION:
-        raise SchemaIncompatible(
-            f"{db.path} has checkpoint layout version {version}; this Sessionscope reads up to {SCHEMA_VERSION}."
-        )
-    if version == SCHEMA_VERSION:
-        return
-    if db.mode.is_read:
-        if "agent_state_meta" in tables:
-            raise SchemaIncompatible(f"{db.path} has no readable checkpoint layout version.")
-        return
-    with db.write() as conn:
-        for statement in split_statements(schema_sql()):
-            conn.execute(statement)
+CheckpointStore = Database | PgStore
+"""An open checkpoint store: the SQLite file (a :class:`~store.mothx.db.Database`) or a PostgreSQL database."""
+
+StoreConn = sqlite3.Connection | PgConnection
+"""A connection inside one transaction of a :data:`CheckpointStore`."""
 
 
-def open_state_db(sd: SessionDir, *, create: bool = False) -> Database | None:
-    """Open the checkpoint file in the directory's mode; None when it does not exist and may not be created."""
-    path = state_db_path(sd)
+def store_label(sd: SessionDir) -> str:
+    """Which checkpoint store the session directory reads, in one line: "PostgreSQL postgresql://u:***@h/db",
+    "SQLite <path>" (a ``sqlite:///`` URL) or the default file."""
+    url = selected_store()
+    if url is None:
+        return f"SQLite {one_line(str(state_db_path(sd)))}"
+    if store_kind(url) == DIALECT_POSTGRESQL:
+        return f"PostgreSQL {shown_url(url)}"
+    return f"SQLite {one_line(sqlite_path(url))}"
+
+
+def store_brief(sd: SessionDir) -> str:
+    """:func:`store_label` in a few words for a narrow pane: "PostgreSQL team@db.example", "SQLite team.db"."""
+    url = selected_store()
+    if url is None:
+        return "SQLite " + STATE_DB
+    if store_kind(url) == DIALECT_SQLITE:
+        return "SQLite " + one_line(Path(sqlite_path(url)).name)
+    try:
+        parts = urlsplit(url)
+        where = parts.hostname or "local socket"
+        return one_line(f"PostgreSQL {parts.path.lstrip('/') or '?'}@{where}")
+    except ValueError:
+        return "PostgreSQL"
+
+
+def _open_sqlite(path: Path, sd: SessionDir, create: bool) -> Database | None:
     if not path.exists():
         if sd.mode.is_read or not create:
             return None
+        path.parent.mkdir(parents=True, exist_ok=True)
     db = open_database(path, sd.mode, create=create and not sd.mode.is_read, foreign_keys=True)
     try:
-        _ensure_schema(db)
+        checkpoint_schema.ensure_sqlite(db)
     except BaseException:
         db.close()
         raise
     return db
 
 
+def open_state_db(sd: SessionDir, *, create: bool = False) -> CheckpointStore | None:
+    """Open the checkpoint store in the directory's mode: the store URL in effect
+    (:func:`~store.agents.checkpoint_engine.selected_store`) or the directory's own file. None when the file
+    does not exist and may not be created. A PostgreSQL store always opens (its tables are created by the
+    first open in a write mode; a read mode finds none until then)."""
+    url = selected_store()
+    if url is None:
+        return _open_sqlite(state_db_path(sd), sd, create)
+    if store_kind(url) == DIALECT_SQLITE:
+        return _open_sqlite(Path(sqlite_path(url)).expanduser(), sd, create)
+    store = PgStore(url, sd.mode)
+    try:
+        checkpoint_schema.ensure_pg(store)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
 @contextmanager
-def state_db(sd: SessionDir, *, create: bool = False) -> Iterator[Database | None]:
-    """The checkpoint file opened as :func:`open_state_db` does, closed on leaving (None when absent)."""
+def state_db(sd: SessionDir, *, create: bool = False) -> Iterator[CheckpointStore | None]:
+    """The checkpoint store opened as :func:`open_state_db` does, closed on leaving (None when absent)."""
     db = open_state_db(sd, create=create)
     try:
         yield db
@@ -112,27 +152,26 @@ def require_state_writable(sd: SessionDir) -> None:
 require_state_writable = require_state_writable
 
 
-def has_tables(conn: sqlite3.Connection) -> bool:
+def has_tables(conn: StoreConn) -> bool:
     """True when the checkpoint tables exist in ``conn`` (a file opened read-only may predate them)."""
-    row = conn.execute(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'agent_state_publications'"
-    ).fetchone()
-    return bool(row and row[0])
+    return has_table(conn, "agent_state_publications")
 
 
-def session_row(conn: sqlite3.Connection, agent_id: str, agent_session_id: str) -> sqlite3.Row | None:
+SESSION_COLUMNS = (
+    "session_id", "agent_id", "agent_session_id", "source_root", "runtime_fencing_token", "runtime_config_epoch",
+    "updated_at",
+)
+
+
+def session_row(conn: StoreConn, agent_id: str, agent_session_id: str) -> dict[str, Any] | None:
     """The ``agent_state_sessions`` row of an agent session (by column name), or None."""
     if not has_tables(conn):
         return None
-    conn.row_factory = sqlite3.Row
-    try:
-        return conn.execute(
-            "SELECT session_id, agent_id, agent_session_id, source_root, runtime_fencing_token, "
-            "runtime_config_epoch, updated_at FROM agent_state_sessions WHERE agent_id = ? AND agent_session_id = ?",
-            (agent_id, agent_session_id),
-        ).fetchone()
-    finally:
-        conn.row_factory = None
+    row = conn.execute(
+        f"SELECT {', '.join(SESSION_COLUMNS)} FROM agent_state_sessions WHERE agent_id = ? AND agent_session_id = ?",
+        (agent_id, agent_session_id),
+    ).fetchone()
+    return dict(zip(SESSION_COLUMNS, row, strict=True)) if row is not None else None
 
 
 def decode_head(run_id: object, reset: object) -> PublicationHead:
@@ -149,7 +188,7 @@ def decode_head(run_id: object, reset: object) -> PublicationHead:
     return PublicationHead(run_id=run_id, kind=KIND_RESET if reset else KIND_CHECKPOINT)
 
 
-def read_head_row(conn: sqlite3.Connection, session_id: str) -> tuple[str, object] | None:
+def read_head_row(conn: StoreConn, session_id: str) -> tuple[str, object] | None:
     """``(run_id, checkpoint_reset)`` of a session's publication head as stored, or None."""
     row = conn.execute(
         "SELECT run_id, checkpoint_reset FROM agent_state_publications WHERE session_id = ?", (session_id,)
@@ -222,7 +261,7 @@ STATE_COLUMNS = (
 )
 
 
-def version_row(conn: sqlite3.Connection, session_id: str, run_id: str) -> tuple[Any, ...] | None:
+def version_row(conn: StoreConn, session_id: str, run_id: str) -> tuple[Any, ...] | None:
     """The header columns of the version staged under ``run_id``, or None."""
     return conn.execute(
         f"SELECT {STATE_COLUMNS} FROM agent_state_versions WHERE session_id = ? AND through_run_id = ?",
@@ -230,7 +269,7 @@ def version_row(conn: sqlite3.Connection, session_id: str, run_id: str) -> tuple
     ).fetchone()
 
 
-def canonical_shapes_of(conn: sqlite3.Connection, session_id: str) -> dict[str, FileShape]:
+def canonical_shapes_of(conn: StoreConn, session_id: str) -> dict[str, FileShape]:
     """The shapes of the version a checkpoint head names, by path; empty for no head or a reset."""
     row = conn.execute(
         "SELECT v.file_shapes FROM agent_state_publications p JOIN agent_state_versions v "
@@ -243,7 +282,7 @@ def canonical_shapes_of(conn: sqlite3.Connection, session_id: str) -> dict[str, 
     return {f.path: f.shape for f in decode_shapes(row[0])}
 
 
-def read_canonical(db: Database, agent_id: str, agent_session_id: str) -> CanonicalShape | None:
+def read_canonical(db: CheckpointStore, agent_id: str, agent_session_id: str) -> CanonicalShape | None:
     """The head version's shapes and restored byte marks in an open checkpoint file (advisory, read
     before a capture); None for no session, no head or a reset head. :class:`SessionStateOutOfSync` when the
     stored shapes cannot be read."""

@@ -18,7 +18,7 @@ from store.errors import StoreError
 from store.safetext import one_line
 from store.times import format_rfc3339
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STATE_DIR = "sessionscope"
 STATE_DB = "agent-state.db"
 

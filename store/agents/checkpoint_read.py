@@ -9,12 +9,13 @@ its checkpoint :class:`SessionStateOutOfSync` or is listed with a ``head_problem
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from store.agents.checkpoint_db import (
     STATE_COLUMNS,
+    CheckpointStore,
+    StoreConn,
     canonical_shapes_of,
     decode_head,
     decode_shapes,
@@ -52,7 +53,6 @@ from store.agents.checkpoint_model import (
 )
 from store.agents.checkpoint_records import StreamValidator
 from store.errors import StoreError
-from store.mothx.db import Database
 from store.mothx.sessiondir import SessionDir
 from store.safetext import one_line
 from store.words import plural
@@ -61,7 +61,7 @@ from store.words import plural
 class PagedReader:
     """Load's record reader: keyset pages bounded by the head version's shapes, validated as they stream."""
 
-    def __init__(self, conn: sqlite3.Connection, session_id: str, state: PersistedSessionState) -> None:
+    def __init__(self, conn: StoreConn, session_id: str, state: PersistedSessionState) -> None:
         self.conn = conn
         self.session_id = session_id
         self.state = state
@@ -136,7 +136,7 @@ class PagedReader:
         return rec
 
 
-def load_from(db: Database, agent_id: str, agent_session_id: str, consume: RecordConsumer) -> bool:
+def load_from(db: CheckpointStore, agent_id: str, agent_session_id: str, consume: RecordConsumer) -> bool:
     """Stream the published checkpoint of an agent session from an open checkpoint file to
     ``consume(state, read)`` in one read transaction (see :func:`load`); False when nothing is published."""
     with db.read() as conn:
@@ -291,7 +291,7 @@ def info_of(row: tuple[Any, ...]) -> CheckpointInfo:
 
 
 def read_checkpoint_page(
-    conn: sqlite3.Connection,
+    conn: StoreConn,
     agent_id: str | None = None,
     *,
     after: CheckpointKey | None = None,

@@ -6,10 +6,11 @@ runs a write only while that generation is current and no agent-wide reset holds
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from typing import TypeVar
 
+from store.agents.checkpoint_db import StoreConn
+from store.agents.checkpoint_engine import lock_suffix
 from store.agents.checkpoint_model import (
     InvalidSessionState,
     RuntimeConfigEpoch,
@@ -28,7 +29,7 @@ from store.safetext import one_line
 
 T = TypeVar("T")
 
-def ensure_agent(conn: sqlite3.Connection, agent_id: str, now: str = "") -> None:
+def ensure_agent(conn: StoreConn, agent_id: str, now: str = "") -> None:
     """Add the agent's row (configuration epoch 0) unless it exists; ``now`` is its creation time."""
     conn.execute(
         "INSERT INTO agent_state_agents (agent_id, created_at) VALUES (?, ?) ON CONFLICT (agent_id) DO NOTHING",
@@ -101,7 +102,7 @@ def guard_runtime_sync(sd: SessionDir, agent_id: str, expected_epoch: int, actio
         with db.write() as conn:
             row = conn.execute(
                 "SELECT runtime_config_epoch, runtime_reset_token, runtime_reset_expires_at FROM agent_state_agents "
-                "WHERE agent_id = ?",
+                "WHERE agent_id = ?" + lock_suffix(conn),
                 (agent_id,),
             ).fetchone()
             if row is None:

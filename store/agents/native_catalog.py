@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from store.agents import agentstate
+from store.agents.checkpoint_db import StoreConn
 from store.agents.checkpoint_read import INFO_COLUMNS, INFO_FROM, INFO_NAMES, INFO_WIDTH, has_tables, info_of
 from store.agents.native import (
     AGENT_CLAUDE_CODE,
@@ -29,6 +30,7 @@ from store.agents.native import (
     parse_codex,
     typed_prompt,
 )
+from store.errors import StoreError
 from store.mothx.sessiondir import SessionDir
 from store.safetext import one_line
 
@@ -215,7 +217,7 @@ def _summary(agent: str, row: tuple[Any, ...], lines: list[object]) -> AgentSess
 
 
 def read_agent_session_page(
-    conn: sqlite3.Connection,
+    conn: StoreConn,
     agent: str,
     *,
     after: AgentSessionKey | None = None,
@@ -224,6 +226,9 @@ def read_agent_session_page(
     needle: str = "",
 ) -> AgentSessionPage:
     """:func:`agent_session_page` on an open read connection whose checkpoint tables exist: ONE query."""
+    if not isinstance(conn, sqlite3.Connection):
+        raise StoreError("The captured-session list cannot be read from a PostgreSQL team store yet (its query is "
+                         "SQLite's); the Checkpoints screen and `sessionscope checkpoints --store URL` list them.")
     if after is not None and before is not None:
         raise ValueError("A page of captured sessions is read after a key or before one, not both.")
     limit = max(1, int(limit))

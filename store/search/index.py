@@ -430,11 +430,17 @@ def _state_db(sd: SessionDir) -> Database | None:
     """The checkpoint file opened in the directory's mode (None when there is none)."""
     from store.agents.checkpoint_db import open_state_db
     from store.errors import StoreError
+    from store.mothx.db import Database
 
     try:
-        return open_state_db(sd)
+        db = open_state_db(sd)
     except (StoreError, sqlite3.Error, OSError):
         return None
+    # A PostgreSQL team store is not indexed here (its own full-text index is future work): no captured rows.
+    if isinstance(db, Database) or db is None:
+        return db
+    db.close()
+    return None
 
 
 def _token(sd: SessionDir, captured: bool) -> tuple[int, int, int] | None:

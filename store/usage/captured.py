@@ -22,8 +22,8 @@ from store.safetext import one_line
 from store.usage.model import TOKEN_CAP, CapturedRecords, CapturedUsage
 
 if TYPE_CHECKING:
+    from store.agents.checkpoint_db import CheckpointStore
     from store.agents.checkpoint_model import CheckpointInfo, PersistedSessionState, RecordReader
-    from store.mothx.db import Database
     from store.mothx.sessiondir import SessionDir
 
 
@@ -134,7 +134,7 @@ class _CodexUsage:
 _MARKERS = ('"usage"', '"token_count"', '"turn_context"', '"session_meta"')
 
 
-def _checkpoint_usage(db: Database, info: CheckpointInfo) -> list[CapturedUsage]:
+def _checkpoint_usage(db: CheckpointStore, info: CheckpointInfo) -> list[CapturedUsage]:
     from store.agents.checkpoint_read import load_from
 
     cwd = info.state.cwd if info.state is not None else ""

@@ -27,16 +27,34 @@ from store.agents.agentstate import (
 from store.errors import ReadOnlyStore, StoreError
 from store.mothx.db import OpenMode
 from store.mothx.sessiondir import SessionDir, open_session_dir
+from tests.pg import pg_cluster, pg_dump, pg_execute, pg_url, store_url  # noqa: F401 - fixtures
 
 AGENT = "claude-code"
 SID = "5b0c8f2e-0000-4000-8000-000000000001"
 
 
 @pytest.fixture
-def sd(tmp_path: Path) -> Iterator[SessionDir]:
+def sd(tmp_path: Path, store_url: str | None) -> Iterator[SessionDir]:  # noqa: F811 - the fixture of tests.pg
+    """A session directory whose checkpoint store is the default SQLite file or a fresh PostgreSQL database."""
+    agentstate.use_store(store_url)
     d = open_session_dir(tmp_path / "sessions", create=True)
     yield d
     d.close()
+    agentstate.use_store(None)
+
+
+def tamper(sd: SessionDir, sql: str, params: tuple[object, ...] = (), *, no_constraints: bool = False) -> None:
+    """Change rows behind the store's back, in whichever engine the test runs on."""
+    url = agentstate.selected_store()
+    if url is not None:
+        pg_execute(url, sql, params, no_constraints=no_constraints)
+        return
+    conn = sqlite3.connect(agentstate.state_db_path(sd))
+    if no_constraints:
+        conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute(sql, params)
+    conn.commit()
+    conn.close()
 
 
 def rec(i: int, text: str = "x") -> str:
@@ -100,6 +118,9 @@ def capture(sd: SessionDir, files: dict[str, list[str]], *, publish: bool = True
 
 
 def dump(sd: SessionDir) -> dict[str, list[tuple[object, ...]]]:
+    url = agentstate.selected_store()
+    if url is not None:
+        return pg_dump(url)
     conn = sqlite3.connect(agentstate.state_db_path(sd))
     try:
         tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
@@ -356,31 +377,17 @@ def test_stream_rules(sd: SessionDir) -> None:
 
 def test_load_verifies_stored_digests(sd: SessionDir) -> None:
     capture(sd, {"a.jsonl": [rec(1), rec(2)], "b.jsonl": [rec(3)]})
-    path = agentstate.state_db_path(sd)
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE agent_state_lines SET content = ? WHERE file_path = 'a.jsonl' AND line_number = 2",
-                 (rec(2, "tampered"),))
-    conn.commit()
-    conn.close()
+    tamper(sd, "UPDATE agent_state_lines SET content = ? WHERE file_path = 'a.jsonl' AND line_number = 2",
+           (rec(2, "tampered"),))
     with pytest.raises(SessionStateOutOfSync, match="digest"):
         agentstate.load_checkpoint(sd, AGENT, SID)
-    conn = sqlite3.connect(path)
-    conn.execute("DELETE FROM agent_state_lines WHERE file_path = 'a.jsonl' AND line_number = 2")
-    conn.commit()
-    conn.close()
+    tamper(sd, "DELETE FROM agent_state_lines WHERE file_path = 'a.jsonl' AND line_number = 2")
     with pytest.raises(SessionStateOutOfSync, match="stored records"):
         agentstate.load_checkpoint(sd, AGENT, SID)
-    conn = sqlite3.connect(path)
-    conn.execute("UPDATE agent_state_versions SET file_shapes = '[{\"path\":\"a.jsonl\"}]'")
-    conn.commit()
-    conn.close()
+    tamper(sd, "UPDATE agent_state_versions SET file_shapes = '[{\"path\":\"a.jsonl\"}]'")
     with pytest.raises(SessionStateOutOfSync, match="header"):
         agentstate.load_checkpoint(sd, AGENT, SID)
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA foreign_keys = OFF")
-    conn.execute("UPDATE agent_state_publications SET run_id = 'not-a-uuid'")
-    conn.commit()
-    conn.close()
+    tamper(sd, "UPDATE agent_state_publications SET run_id = 'not-a-uuid'", no_constraints=True)
     with pytest.raises(SessionStateOutOfSync, match="UUID"):
         agentstate.head(sd, AGENT, SID)
 

@@ -6,7 +6,8 @@ import itertools
 import json
 import os
 import stat
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from store.agents import native_follow
 from store.agents import sessionlog as sl
+from store.agents.checkpoint_engine import use_store
 from store.agents.sessionlog import (
     CASEventLog,
     CASRetryLimit,
@@ -26,8 +28,11 @@ from store.agents.sessionlog import (
     MemoryEventLog,
     Ref,
 )
-from store.errors import StoreError
-from store.mothx.sessiondir import open_session_dir
+from store.agents.sessionlog_sql import SqlEventLog, sql_event_log
+from store.errors import ReadOnlyStore, StoreError
+from store.mothx.db import OpenMode
+from store.mothx.sessiondir import SessionDir, open_session_dir
+from tests.pg import pg_cluster, pg_url, store_url  # noqa: F401 - fixtures
 
 REF = Ref("ws-1", "session/1")
 
@@ -407,3 +412,81 @@ def test_native_follower_recaptures_the_session(real_fixtures: Path, tmp_path: P
         assert update.action == "append" and len(update.events) == 1
         cp = agentstate.load_checkpoint(sd, "codex", "019c8a70-dda7-7f33-98ea-f30553347322")
         assert cp is not None and cp.state.record_count == 20
+
+
+# ------------------------------------------------------------------- the CAS backend in the checkpoint store
+
+
+@pytest.fixture
+def store_sd(tmp_path: Path, store_url: str | None) -> Iterator[SessionDir]:  # noqa: F811 - the fixture of tests.pg
+    use_store(store_url)
+    d = open_session_dir(tmp_path / "sessions", create=True)
+    yield d
+    d.close()
+    use_store(None)
+
+
+def test_sql_cas_log_resumes_from_a_cursor_on_another_machine(store_sd: SessionDir) -> None:
+    here = sql_event_log(store_sd, new_generation=counter_generations(), max_events=4)
+    there = sql_event_log(store_sd, max_events=4)  # another process: its own connection to the store
+    try:
+        first = here.append(REF, "chat_stream", {"message_id": "m1", "role": "user", "text": "hi"})
+        assert first.cursor == Cursor("gen-1", 1)
+        followed = there.replay(REF, Cursor("gen-1", 0))
+        assert followed.status == "complete" and [e.cursor.sequence for e in followed.events] == [1]
+        for n in range(2, 7):
+            there.append(REF, "note", {"n": n})
+        resumed = here.replay(REF, first.cursor)
+        assert resumed.status == "partial" and [e.cursor.sequence for e in resumed.events] == [3, 4, 5, 6]
+        assert here.replay(REF, Cursor("gen-1", 2)).status == "complete"
+        messages, cursor = there.projection(REF)
+        assert [m.text for m in messages] == ["hi"] and cursor == Cursor("gen-1", 6)
+        new_cursor = here.reset(REF)
+        assert new_cursor.generation != "gen-1" and there.cursor(REF) == new_cursor
+        assert there.replay(REF, Cursor("gen-1", 6)).status == "unavailable"
+    finally:
+        here.close()
+        there.close()
+
+
+def test_sql_cas_log_concurrent_appenders_never_share_a_cursor(store_sd: SessionDir) -> None:
+    logs = [sql_event_log(store_sd, max_events=512, max_retries=400) for _ in range(4)]
+    got: list[int] = []
+    lock = threading.Lock()
+
+    def work(log: SqlEventLog, k: int) -> None:
+        for n in range(15):
+            event = log.append(REF, "note", {"writer": k, "n": n})
+            with lock:
+                got.append(event.cursor.sequence)
+
+    threads = [threading.Thread(target=work, args=(log, k)) for k, log in enumerate(logs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert sorted(got) == list(range(1, 61))
+        events = logs[0].replay(REF, Cursor(logs[0].cursor(REF).generation, 0)).events
+        assert [e.cursor.sequence for e in events] == list(range(1, 61))
+        per_writer: dict[int, list[int]] = {}
+        for e in events:
+            body = json.loads(e.payload)
+            per_writer.setdefault(body["writer"], []).append(body["n"])
+        assert per_writer == {k: list(range(15)) for k in range(4)}  # none lost, none twice, each in order
+    finally:
+        for log in logs:
+            log.close()
+
+
+def test_sql_cas_log_refuses_to_write_in_a_read_mode(tmp_path: Path) -> None:
+    with open_session_dir(tmp_path / "s", create=True) as rw:
+        log = sql_event_log(rw)
+        log.append(REF, "note", {})
+        log.close()
+    with open_session_dir(tmp_path / "s", OpenMode.READ_ONLY) as ro:
+        reader = sql_event_log(ro)
+        assert reader.cursor(REF).sequence == 1
+        with pytest.raises(ReadOnlyStore):
+            reader.append(REF, "note", {})
+        reader.close()

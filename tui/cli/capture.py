@@ -7,6 +7,12 @@
     sessionscope [--dir PATH] checkpoint reset AGENT SESSION_ID [--dry-run] [--yes]
     sessionscope export-repaired PATH OUT [--json]
 
+Every checkpoint command takes ``--store URL``: the checkpoint store to use instead of the session
+directory's own file, ``postgresql://user[:password]@host[:port]/database`` (a team store many machines capture
+into) or ``sqlite:///path``. Without it ``$SESSIONSCOPE_STORE`` is used when set. The session directory still
+gives the open mode (a read mode never writes to the store either); a read command with a store URL needs no
+local session directory. ``checkpoints`` names the store it read on stderr.
+
 ``capture`` opens the session directory read-write and writes ``<dir>/sessionscope/agent-state.db``. Without
 ``--dir`` that is the default mothx session directory when it has a ``sessions.db``, else a store of our own
 for captures (:func:`store.paths.captures_dir`, ``~/.local/share/sessionscope/captures``, created by the first
@@ -59,6 +65,30 @@ EXIT_REFUSED = 3
 AddLocation = Callable[..., None]
 
 
+def add_store(parser: argparse.ArgumentParser) -> None:
+    """``--store URL`` (given at any level of a nested command; the innermost one given wins)."""
+    parser.add_argument("--store", metavar="URL", default=argparse.SUPPRESS,
+                        help="the checkpoint store: postgresql://user@host/db (a team store) or sqlite:///path "
+                             "(default $SESSIONSCOPE_STORE, else the session directory's own file)")
+
+
+def apply_store(args: argparse.Namespace, configured: str = "") -> None:
+    """Make ``--store`` the process's checkpoint store (else ``$SESSIONSCOPE_STORE``, else ``configured``, the
+    ``store`` of config.toml); a URL of no known engine is a bad argument (exit 2)."""
+    from store.agents.checkpoint_engine import StoreUnavailable, use_store
+    from tui.cli import core as cli
+
+    url = getattr(args, "store", None)
+    if url is None and configured and not os.environ.get("SESSIONSCOPE_STORE", "").strip():
+        url = configured
+    if url is None:
+        return
+    try:
+        use_store(url)
+    except StoreUnavailable as exc:
+        raise cli.UsageError(str(exc)) from exc
+
+
 # ----------------------------------------------------------------------------------------------------- parsers
 
 
@@ -71,6 +101,7 @@ def register(subparsers: argparse._SubParsersAction, add_location: AddLocation) 
         description="Capture every Claude Code or Codex session below ROOT as a checkpoint in the session "
                     "directory (only new tails are written on a re-capture).")
     add_location(cap, nested=True)
+    add_store(cap)
     agents = cap.add_subparsers(dest="agent", metavar="AGENT", parser_class=parser_class)
     agents.required = True
     for agent, default in (("claude-code", "~/.claude/projects"), ("codex", "~/.codex/sessions")):
@@ -78,6 +109,7 @@ def register(subparsers: argparse._SubParsersAction, add_location: AddLocation) 
                                 description=f"Capture every {AGENT_TITLES[agent]} session below ROOT "
                                             f"(default {default}).")
         add_location(one, nested=True)
+        add_store(one)
         one.add_argument("root", metavar="ROOT", nargs="?", default=None, help=f"where to look (default {default})")
         one.add_argument("--json", action="store_true",
                          help="print the summary as JSON: one object per session")
@@ -87,19 +119,22 @@ def register(subparsers: argparse._SubParsersAction, add_location: AddLocation) 
                                description="List the external-agent checkpoints of the session directory "
                                            "(read-only).")
     add_location(ls, nested=True)
-    output.add_list_options(ls, "print a JSON list of checkpoint objects")
+    add_store(ls)
+    ls.add_argument("--json", action="store_true", help="print a JSON list of checkpoint objects")
     ls.add_argument("--agent", choices=AGENTS, default=None, help="only this agent's checkpoints")
     ls.set_defaults(handler=cmd_checkpoints)
 
     cp = subparsers.add_parser("checkpoint", help="verify a checkpoint, or publish a reset",
                                description="Verify one checkpoint against its files on disk, or publish a reset.")
     add_location(cp, nested=True)
+    add_store(cp)
     acts = cp.add_subparsers(dest="checkpoint_command", metavar="ACTION", parser_class=parser_class)
     acts.required = True
     verify = acts.add_parser("verify", help="compare a checkpoint with its files on disk now (writes nothing)",
                              description="Compare the published checkpoint with the files on disk now. Exit "
                                          "status 0 when verified, 1 when divergent or out of sync.")
     add_location(verify, nested=True)
+    add_store(verify)
     verify.add_argument("agent", metavar="AGENT", choices=AGENTS, help="claude-code or codex")
     verify.add_argument("session_id", metavar="SESSION_ID", help="the agent session id or a unique prefix")
     verify.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -109,6 +144,7 @@ def register(subparsers: argparse._SubParsersAction, add_location: AddLocation) 
                                         "loadable and the next capture stores the files on disk afresh. Shows "
                                         "the preview first; asks on a terminal, needs --yes otherwise.")
     add_location(reset, nested=True)
+    add_store(reset)
     reset.add_argument("agent", metavar="AGENT", choices=AGENTS, help="claude-code or codex")
     reset.add_argument("session_id", metavar="SESSION_ID", help="the agent session id or a unique prefix")
     reset.add_argument("--dry-run", action="store_true", help="show the preview and change nothing")
@@ -163,15 +199,23 @@ def open_dir(args: argparse.Namespace, *, write: bool) -> Iterator[SessionDir]:
     is new or empty, or is the store of captures (a first capture is how a new user starts; the default mothx
     session directory is never created). Otherwise read-only.
     """
+    from store import config
+    from store.agents.checkpoint_engine import selected_store
     from store.mothx.sessiondir import open_session_dir
     from store.paths import captures_dir, sessions_db_path
     from tui.cli import core as cli
     from tui.formatting import tildify
 
+    apply_store(args, config.load().text("store"))
     root = _target_dir(args, write=write)
     mode = _mode(args, OpenMode.READ_WRITE if write else OpenMode.READ_ONLY)
     create = False
-    if (root.is_dir() or not root.exists()) and not sessions_db_path(root).is_file():
+    no_dir = (root.is_dir() or not root.exists()) and not sessions_db_path(root).is_file()
+    if no_dir and not write and selected_store() is not None and getattr(args, "dir", None) is None:
+        with _store_only_dir(mode) as sd:  # a team store read from a machine with no session directory
+            yield sd
+        return
+    if no_dir:
         if write and mode.is_read:
             raise ReadOnlyStore(f"Refused: the session directory is open {mode.value} (read-only).")
         fresh = not root.exists() or (root.is_dir() and not any(root.iterdir()))
@@ -192,6 +236,20 @@ def open_dir(args: argparse.Namespace, *, write: bool) -> Iterator[SessionDir]:
         yield sd
     finally:
         sd.close()
+
+
+@contextmanager
+def _store_only_dir(mode: OpenMode) -> Iterator[SessionDir]:
+    """An empty, private session directory that only carries the open mode for a store named by URL."""
+    import tempfile
+
+    from store.mothx.sessiondir import open_session_dir
+
+    with tempfile.TemporaryDirectory(prefix="sessionscope-store-") as tmp:
+        with open_session_dir(Path(tmp), OpenMode.READ_WRITE, create=True):
+            pass
+        with open_session_dir(Path(tmp), OpenMode.READ_ONLY if mode is OpenMode.READ_WRITE else mode) as sd:
+            yield sd
 
 
 def resolve_agent_session(sd: SessionDir, agent: str, text: str) -> CheckpointInfo:
@@ -280,6 +338,7 @@ def cmd_capture(args: argparse.Namespace) -> int:
         with _ProgressBar(args.agent, sys.stderr) as bar:
             summary = fn(sd, root, progress=bar)
         where = sd.root
+        _name_store(sd)
     if args.json:
         json_out(summary.to_json())
         return EXIT_OK
@@ -330,12 +389,22 @@ def print_capture_summary(summary: CaptureSummary, where: Path, stream: TextIO |
 # ---------------------------------------------------------------------------------------------- checkpoints
 
 
+def _name_store(sd: SessionDir) -> None:
+    """On stderr, the store read or written when it is named by a URL (the default file goes unsaid)."""
+    from store.agents.agentstate import selected_store, store_label
+
+    if selected_store() is not None:
+        note(f"store: {store_label(sd)}")
+
+
 def cmd_checkpoints(args: argparse.Namespace) -> int:
     from store.agents.agentstate import list_checkpoints
 
     with open_dir(args, write=False) as sd:
         infos = list_checkpoints(sd, args.agent)
-    if output.list_out(args, [checkpoint_json(i) for i in infos]):
+        _name_store(sd)
+    if args.json:
+        json_out([checkpoint_json(i) for i in infos])
         return EXIT_OK
     if not infos:
         out("No checkpoints. Capture some with `sessionscope capture claude-code` or `capture codex`.")

@@ -107,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Browse and repair mothx agent session directories. Without a command, opens the terminal UI.",
     )
     _add_location(parser, nested=False)
+    from tui.cli.capture import add_store  # --store URL: the checkpoint store of the app and every command
+
+    add_store(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     ls = sub.add_parser("list", help="list sessions, most recently active first",
@@ -367,8 +370,10 @@ def _open(args: argparse.Namespace) -> SessionDir:
 
 def _open_ui(args: argparse.Namespace) -> int:
     from store import config
+    from tui.cli.capture import apply_store
 
     settings = config.load()
+    apply_store(args, settings.text("store"))
     root = _session_dir(args)
     mode = _mode(args, default=OpenMode(settings.text("open_mode") or OpenMode.READ_WRITE.value))
     from tui.app import SessionscopeApp

@@ -145,7 +145,20 @@ class CheckpointsScreen(ReportsWorkerFailures, Screen[None]):
             self.checkpoint_list.proofs, self.results = remembered_proofs(self.sd)
         self.query_one(CheckpointList).empty_text = (
             "No checkpoints yet. Capture some: sessionscope capture claude-code (or codex), then press r.")
+        self._name_store()
         self._load()
+
+    def _name_store(self) -> None:
+        """A store named by --store / SESSIONSCOPE_STORE is shown under the agents (the default file is not)."""
+        from store.agents.agentstate import selected_store, store_brief
+
+        if self.sd is None or selected_store() is None:
+            return
+        title = Text("AGENTS\n", style="bold")
+        title.append(one_line(store_brief(self.sd)), style="dim")
+        widget = self.query_one("#agent-title", Static)
+        widget.styles.height = 2
+        widget.update(title)
 
     @property
     def checkpoint_list(self) -> CheckpointList:
