@@ -128,10 +128,17 @@ def _order_keys(layout: Layout, sort: SortKey) -> list[str]:
     elif sort is SortKey.CWD:
         keys = [f"COALESCE({r['cwd']}, '')", last]
     elif sort is SortKey.CREATED:
-        keys = [f"COALESCE({r['timestamp']}, '')"]
+        created = f"COALESCE({r['timestamp']}, '')"
+        keys = [_readable(created), created]
     else:
-        keys = [last]
+        keys = [_readable(last), last]
     return [*keys, f"COALESCE({r['id']}, '')"]
+
+
+def _readable(time_sql: str) -> str:
+    """1 for a time that starts as a date (``YYYY-``), else 0: under "last active ↓" a value that is no time
+    (``not-a-time``, a foreign BLOB) sorts after every real one, not first because its text sorts high."""
+    return f"(CASE WHEN typeof({time_sql}) = 'text' AND {time_sql} GLOB '[0-9][0-9][0-9][0-9]-*' THEN 1 ELSE 0 END)"
 
 
 def _order_sql(layout: Layout, sort: SortKey, descending: bool) -> str:

@@ -120,3 +120,20 @@ def test_a_page_after_a_session_that_is_gone_says_so(tmp_path: Path) -> None:
 def test_a_page_cannot_be_after_and_before_at_once(listing: SessionDir) -> None:
     with pytest.raises(ValueError):
         sessions_page(listing, after="s0001", before="s0002")
+
+
+def test_a_time_that_is_no_time_sorts_after_every_real_one(tmp_path: Path) -> None:
+    w = new_dir(tmp_path / "sessions")
+    for i in range(5):
+        w.session(f"s{i:03d}", t=i * 60)
+    w.session("s-bad")
+    w.conn.execute("UPDATE sessions SET timestamp = 'not-a-time' WHERE id = 's-bad'")
+    w.close()
+    with open_session_dir(w.root, OpenMode.READ_ONLY) as sd:
+        flt = SessionFilter()
+        for sort in (SortKey.LAST_ACTIVE, SortKey.CREATED):
+            order = [r.id for r in list_sessions(sd, flt, sort, True, limit=100).rows]
+            assert order[-1] == "s-bad" and order[0] == "s004", (sort, order)
+            _lists(sd).views.clear()
+            assert _forward(sd, flt, sort, True, 2) == order, sort
+            assert _backward(sd, flt, sort, True, 2) == order, sort

@@ -120,7 +120,7 @@ def register(subparsers: argparse._SubParsersAction, add_location: AddLocation) 
                                            "(read-only).")
     add_location(ls, nested=True)
     add_store(ls)
-    ls.add_argument("--json", action="store_true", help="print a JSON list of checkpoint objects")
+    output.add_list_options(ls, "print a JSON list of checkpoint objects")
     ls.add_argument("--agent", choices=AGENTS, default=None, help="only this agent's checkpoints")
     ls.set_defaults(handler=cmd_checkpoints)
 
@@ -403,8 +403,7 @@ def cmd_checkpoints(args: argparse.Namespace) -> int:
     with open_dir(args, write=False) as sd:
         infos = list_checkpoints(sd, args.agent)
         _name_store(sd)
-    if args.json:
-        json_out([checkpoint_json(i) for i in infos])
+    if output.list_out(args, [checkpoint_json(i) for i in infos]):
         return EXIT_OK
     if not infos:
         out("No checkpoints. Capture some with `sessionscope capture claude-code` or `capture codex`.")
