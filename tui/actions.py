@@ -138,6 +138,7 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec('help.close', 'close', 'escape,question_mark,q', 'Close', 'Close the help.', 'help', palette=False),
     ActionSpec('confirm.cancel', 'cancel', 'escape,n', 'Cancel', 'Close the dialog without changing anything.', 'confirm', palette=False),
     ActionSpec('confirm.apply', 'confirm', 'y', 'Apply', 'Apply the change shown in the dialog.', 'confirm', palette=False),
+    ActionSpec('sessions.copy', 'copy', 'y', 'Copy', "Copy the session id (a captured session: the agent's own resume command, e.g. claude --resume ID in its work dir).", 'sessions'),
     ActionSpec('sessions.runs', 'session_runs', 'R', 'Runs', 'Show the runs, leases and recovery records of the session under the cursor.', 'sessions'),
     ActionSpec('sessions.search', 'open_search', 'ctrl+f', 'Search', 'Ranked full-text search over every entry (or every captured record), best match first.', 'sessions'),
     ActionSpec('search.query', 'focus_query', 'slash', 'Query', 'Type the search: words, "a phrase", prefix*; the hits follow as you type.', 'search'),

@@ -69,6 +69,21 @@ class AgentSessionSummary:
         }
 
 
+def resume_command(agent: str, agent_session_id: str, cwd: str = "") -> str:
+    """The agent's own command that resumes a captured session, run in its work dir: ``cd DIR && claude --resume
+    ID`` (Claude Code) or ``cd DIR && codex resume ID`` (Codex); every argument shell-quoted, so a hostile id or
+    work dir stays one argument. ``""`` for an agent with no known resume command."""
+    import shlex
+
+    if agent == "claude-code":
+        command = f"claude --resume {shlex.quote(agent_session_id)}"
+    elif agent == "codex":
+        command = f"codex resume {shlex.quote(agent_session_id)}"
+    else:
+        return ""
+    return f"cd {shlex.quote(cwd)} && {command}" if cwd else command
+
+
 def agent_session_counts(sd: SessionDir) -> dict[str, int]:
     """How many captured sessions each agent has (agents without any are absent); one query."""
     with agentstate.state_db(sd) as db:

@@ -63,3 +63,30 @@ async def test_with_a_system_clipboard_the_copy_goes_there(demo_master: Path, mo
         await pilot.pause()
         assert got == ["abc"]
         assert any("Copied the id to the system clipboard: 3 characters." in t for t in notification_texts(app))
+
+
+async def test_y_on_sessions_copies_the_session_id(demo_master: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyperclip
+
+    from tui.widgets.session_list import SessionList
+
+    got: list[str] = []
+    monkeypatch.setattr(pyperclip, "copy", got.append)
+    app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT, clock=lambda: DEMO_NOW_UNIX)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle(pilot)
+        row = app.screen.query_one(SessionList).selected
+        assert row is not None
+        await pilot.press("y")
+        await pilot.pause()
+        assert got == [row.id]
+
+
+def test_the_resume_command_is_the_agents_own_and_quoted() -> None:
+    from store.agents.native_catalog import resume_command
+
+    assert resume_command("claude-code", "5e55a000-1", "/home/u/repo") == "cd /home/u/repo && claude --resume 5e55a000-1"
+    assert resume_command("codex", "019c8a70", "") == "codex resume 019c8a70"
+    hostile = resume_command("claude-code", "x; rm -rf ~", "/tmp/a b;$(reboot)")
+    assert hostile == "cd '/tmp/a b;$(reboot)' && claude --resume 'x; rm -rf ~'"
+    assert resume_command("other-agent", "x", "/w") == ""

@@ -21,6 +21,7 @@ from textual.timer import Timer
 from textual.widgets import Static
 
 from tui import actions
+from tui.clipboard import copy
 from tui.context import services
 from tui.formatting import describe_error, tildify
 from tui.lifecycle import ReportsWorkerFailures
@@ -431,6 +432,27 @@ class SessionsScreen(ReportsWorkerFailures, Screen[None]):
         return self._debounce is not None
 
     # --- runs and live updates --------------------------------------------------------------------------------
+
+    def action_copy(self) -> None:
+        """``y``: the mothx session's id, or the captured session's resume command (the agent's own)."""
+        if self.source == SOURCE_MOTHX:
+            row = self.query_one(SessionList).selected
+            if row is None:
+                notify(self, "No session is selected.", severity="warning")
+                return
+            copy(self, row.id, f"the session id {row.id}")
+            return
+        from store.agents.native_catalog import resume_command
+
+        agent_row = self._agent_list().selected
+        if agent_row is None:
+            notify(self, "No session is selected.", severity="warning")
+            return
+        command = resume_command(agent_row.agent, agent_row.agent_session_id, agent_row.cwd)
+        if not command:
+            copy(self, agent_row.agent_session_id, f"the session id {agent_row.agent_session_id}")
+            return
+        copy(self, command, f"'{command}'")
 
     def action_session_runs(self) -> None:
         row = self.query_one(SessionList).selected

@@ -34,8 +34,9 @@ from store.mothx import entries
 from store.mothx.entries import ReplayPlan
 from store.mothx.sessiondir import SessionDir
 from store.mothx.transcript_window import SECTION_BODY, SECTION_PREAMBLE, appended_turns, merge_turns
-from store.safetext import one_line, safe
+from store.safetext import one_line
 from tui import actions
+from tui.clipboard import copy
 from tui.context import services
 from tui.formatting import describe_error, plural, tildify, untitled_text
 from tui.lifecycle import ReportsWorkerFailures
@@ -672,29 +673,13 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
 
 
 def copy_item(screen: Screen[None], item: ViewItem | None) -> None:
-    """``y`` on both transcript screens: put the text of ``item`` on the clipboard and say so.
-
-    The copied text is made safe first (newlines and tabs kept, every other control, bidi and surrogate
-    character as a visible escape): what is pasted into a terminal can hold no escape sequence, and a lone
-    surrogate cannot make the copy fail."""
+    """``y`` on both transcript screens: put the text of ``item`` on the clipboard and say where
+    (:func:`tui.clipboard.copy`: the system clipboard, else OSC 52; the text made safe first)."""
     if item is None:
         notify(screen, "Nothing under the cursor to copy.", severity="warning", timeout=3)
         return
     raw, what = item_copy_text(item)
-    text = safe(raw, newlines=True, tabs=True)
-    via = "clipboard"
-    try:
-        import pyperclip
-
-        pyperclip.copy(text)
-    except Exception:  # noqa: BLE001 - pyperclip has no backend here (no xclip / wl-copy): use OSC 52
-        via = "terminal clipboard (OSC 52)"
-        try:
-            screen.app.copy_to_clipboard(text)
-        except Exception as exc:  # noqa: BLE001 - one line, never a traceback
-            notify(screen, f"Could not copy {what}: {describe_error(exc)}", title="Copy failed", severity="error")
-            return
-    notify(screen, f"Copied {what} to the {via}: {plural(len(text), 'character')}.", timeout=3)
+    copy(screen, raw, what)
 
 
 __all__ = ["SessionFacts", "TranscriptScreen", "copy_item", "title_text"]
