@@ -33,36 +33,10 @@ Keys. The widget defines the actions ``cursor_down``, ``cursor_up``, ``cursor_to
 ``enter`` bindings use); it has no bindings of its own. Each list sets ``BINDINGS`` from the app's one
 registry: ``BINDINGS = actions.bindings("session-list")``.
 
-Writing a list with it::
-
-    from tui import actions
-    from tui.formatting import tildify, utc_minutes
-    from tui.widgets.row_list import Column, OffsetSource, RowList
-
-    class SessionList(RowList[SessionSummary]):
-        BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings("session-list")]
-        MARK_HOLD_S = 2.0
-
-        def make_columns(self) -> list[Column[SessionSummary]]:
-            return [
-                Column("pin", "", lambda r: "*" if r.pinned else "", min_width=1, style=lambda r: "accent"),
-                Column("title", "TITLE", lambda r: r.title or r.preview or "(no messages)", min_width=16, grow=4,
-                       style=lambda r: None if r.title else "dim"),
-                Column("id", "ID", lambda r: r.id, min_width=9, max_width=36, grow=1, priority=3),
-                Column("cwd", "WORK DIR", lambda r: tildify(r.cwd), min_width=10, grow=2, priority=2,
-                       overflow="start"),
-                Column("msgs", "MSGS", lambda r: str(r.message_count), min_width=5, align="right", priority=4),
-                Column("last", "LAST ACTIVE UTC", lambda r: utc_minutes(r.last_active_at), min_width=16,
-                       priority=1),
-            ]
-
-    def read(offset: int, limit: int) -> tuple[list[SessionSummary], int]:   # runs in the worker thread
-        page = list_sessions(sd, flt, sort, descending, offset=offset, limit=limit)
-        return page.rows, page.total
-
-    lst = SessionList(empty_text="No sessions match.", loading_text="Loading sessions…")
-    lst.set_source(OffsetSource(read, ident=lambda r: r.id))
-    lst.set_source(ListSource(rows, key=lambda r: r.agent_session_id))  # or a small list held in memory
+Writing a list with it: subclass ``RowList[Row]``, set ``BINDINGS`` from the registry, return the columns from
+``make_columns()`` (or pass ``columns=``), and give it a source with ``set_source(...)``.
+:mod:`tui.widgets.session_list` (a keyset source over the store), :mod:`tui.widgets.run_list` (a chain of two
+keyset sources) and :mod:`tui.widgets.health_list` (a small ``ListSource``) are complete examples.
 
 The screen listens to ``RowList.Highlighted`` / ``RowList.Selected`` / ``RowList.Loaded`` /
 ``RowList.Failed`` (``@on(RowList.Selected, "#sessions")``: ``message.control`` is the list), reads
