@@ -51,9 +51,9 @@ def space_checks(sd: SessionDir) -> list[HealthCheck]:
             f"ORDER BY b DESC LIMIT {TOP}").fetchall()
     if sessions:
         rows.append(HealthCheck("space.sessions", "Largest sessions", OK, "; ".join(
-            f"{one_line(str(sid))}: {human_bytes(int(b or 0))} in {n} entries" for sid, n, b in sessions)))
+            f"{one_line(str(sid))}: {human_bytes(int(b or 0))} in {int(n or 0):,} entries" for sid, n, b in sessions)))
     if types:
         rows.append(HealthCheck("space.entry_types", "Largest entry types", OK, "; ".join(
-            f"{one_line(str(t))}: {human_bytes(int(b or 0))} in {n}"
+            f"{one_line(str(t))}: {human_bytes(int(b or 0))} in {int(n or 0):,}"
             + (f" ({human_bytes(int(img))} with inline base64)" if img else "") for t, n, b, img in types)))
     return rows

@@ -29,6 +29,7 @@ from typing import Any
 from store.knowledge.base import Layout, active_snapshot, open_store
 from store.knowledge.model import Chunk, Edge, Evidence, Node, QueryResult, Uncertainty, cjk_bigrams
 from store.mothx.db import OpenMode
+from store.words import plural
 
 DEFAULT_LIMIT = 8
 MAX_LIMIT = 500
@@ -315,7 +316,7 @@ def run_query(conn: sqlite3.Connection, layout: Layout, base_id: str, path: Path
         uncertainties.append(Uncertainty("truncated", f"the graph around the hits was cut at {MAX_HOPS} hops, "
                                                       f"{MAX_NODES} nodes or {MAX_EDGES} edges"))
     if dropped:
-        uncertainties.append(Uncertainty("candidate_excluded", f"{len(dropped)} candidate node(s) without evidence "
+        uncertainties.append(Uncertainty("candidate_excluded", f"{plural(len(dropped), 'candidate node')} without evidence "
                                                                "were left out"))
     for node in kept:
         if node.status == "candidate":

@@ -76,6 +76,7 @@ from store.mothx.run_model import has_table, new_id
 from store.mothx.sessiondir import SessionDir
 from store.safetext import one_line
 from store.times import format_rfc3339
+from store.words import plural
 
 TITLE_MODE = "auto"
 
@@ -526,7 +527,7 @@ class ForkSession:
                           f"seed_length {seed}, channel local"),
             PlannedChange("entry", "entries", "(new ids)", "insert",
                           f"copy {seed} entries with seq <= {boundary.seq} ({what}) with new ids, references remapped"),
-            PlannedChange("row", "conversation_turns", "(new ids)", "insert", f"copy {turns} closed turn(s)"),
+            PlannedChange("row", "conversation_turns", "(new ids)", "insert", f"copy {plural(turns, 'closed turn')}"),
             PlannedChange("row", "session_capabilities", "(new id)", "insert", "copy the source's capabilities, if any"),
             PlannedChange("row", "session_metadata", "(new id)", "insert", "copy the source's project link, if any"),
             PlannedChange("entry", "entries", "(new id)", "append", f"session_info '{one_line(title)}' (source auto)"),

@@ -44,6 +44,7 @@ from store.mothx.sessiondir import SessionDir
 from store.mothx.turns import append_entry, leaf_id
 from store.safetext import one_line
 from store.times import format_rfc3339
+from store.words import plural
 
 CHILD_TABLES: tuple[str, ...] = (
     "runtime_submissions", "input_resource_events", "session_run_recoveries", "delivery_intents", "input_resources",
@@ -238,16 +239,16 @@ class DeleteSessions(_SessionRepair):
         out = []
         for table in extra["tables"]:
             if table == "session_runtime_leases":
-                out.append(PlannedChange("row", table, sid, "delete", "1 row(s) (the lease row, the delete's own by then)"))
+                out.append(PlannedChange("row", table, sid, "delete", "1 row (the lease row, the delete's own by then)"))
             elif counts.get(table):
-                out.append(PlannedChange("row", table, sid, "delete", f"{counts[table]} row(s)"))
+                out.append(PlannedChange("row", table, sid, "delete", plural(counts[table], "row")))
         return out
 
     def _notes(self, facts: list[_SessionFacts]) -> list[str]:
         stats = sum(int(f.extra["request_stats"]) for f in facts if isinstance(f.extra, dict))
         notes = [f"request_stats rows are kept ({stats} of these sessions)."]
         rows = sum(n for f in facts if isinstance(f.extra, dict) for _t, n in f.extra["counts"])
-        notes.append(f"{rows} row(s) in all are deleted, table by table in the reference's order.")
+        notes.append(f"{plural(rows, 'row')} in all are deleted, table by table in the reference's order.")
         return notes
 
     def _write(self, conn: sqlite3.Connection, facts: _SessionFacts) -> list[PlannedChange]:
@@ -256,7 +257,7 @@ class DeleteSessions(_SessionRepair):
         for table, where, n in delete_statements(conn):
             cur = conn.execute(f"DELETE FROM {table} WHERE {where}", _args(sid, n))
             if cur.rowcount:
-                done.append(PlannedChange("row", table, one_line(sid), "delete", f"{cur.rowcount} row(s)"))
+                done.append(PlannedChange("row", table, one_line(sid), "delete", plural(cur.rowcount, "row")))
         return done
 
     def _message(self, done: list[PlannedChange]) -> str:
