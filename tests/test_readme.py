@@ -39,6 +39,12 @@ SCREENSHOT_SOURCES = {
     "repair-dialog.svg": "test_snapshots_runs/test_repair_dialog.svg",
     "checkpoints.svg": "test_snapshots_checkpoints/test_checkpoints_screen.svg",
     "native-branches.svg": "test_snapshots_native/test_branched_claude_code_transcript.svg",
+    "forks.svg": "test_snapshots_forks/test_forks_screen.svg",
+    "deliveries.svg": "test_snapshots_deliveries/test_deliveries_screen.svg",
+    "knowledge.svg": "test_snapshots_knowledge/test_knowledge_query.svg",
+    "health.svg": "test_snapshots_health/test_health_screen.svg",
+    "search.svg": "test_snapshots_search/test_search_screen.svg",
+    "usage.svg": "test_snapshots_usage/test_usage_by_session.svg",
 }
 """Each README screenshot is a copy of an accepted snapshot, so it shows what the current code draws."""
 

@@ -47,7 +47,7 @@ def test_retry_delivery_dialog(snap_compare, demo_home: Path) -> None:
         from tui.widgets.confirm import ConfirmDialog
 
         await _open(pilot)
-        await pilot.press("x")
+        await pilot.press("X")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmDialog), "the retry dialog")
         await settle_deliveries(pilot)
 

@@ -43,7 +43,7 @@ def test_health_reconcile_dialog(snap_compare, demo_home: Path) -> None:
         from tui.widgets.confirm import ConfirmDialog
 
         await _open(pilot)
-        await pilot.press("x")
+        await pilot.press("X")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmDialog), "the dialog")
         await pilot.pause(0.3)
 

@@ -54,7 +54,7 @@ def test_repair_dialog(snap_compare, demo_home: Path) -> None:
         await settle_runs(pilot)
         pilot.app.screen.query_one(RunList).cursor = _orphan_index(pilot.app)
         await settle_runs(pilot)
-        await pilot.press("x")
+        await pilot.press("X")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmDialog), "the confirm dialog")
         await settle_runs(pilot)
 

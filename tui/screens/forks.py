@@ -173,7 +173,7 @@ class ForksScreen(ReportsWorkerFailures, Screen[None]):
         self.query_one("#family-title", Static).update(fam)
         bnd = Text("Turns of ", style="bold")
         bnd.append(one_line(self.shown or "(no session)") + " as fork boundaries  ·  ")
-        bnd.append("f: fork at the selected turn", style="dim")
+        bnd.append("X: fork at the selected turn", style="dim")
         self.query_one("#boundaries-title", Static).update(bnd)
 
     # --- list events ------------------------------------------------------------------------------------------

@@ -178,7 +178,7 @@ def session_columns() -> list[Column[SessionSummary]]:
         Column("id", "ID", lambda r: r.id, min_width=9, max_width=16, grow=1, priority=3),
         Column("cwd", "WORK DIR", lambda r: shown_path(r.cwd), min_width=10, grow=2, priority=2, overflow="start"),
         Column("channel", "CHANNEL", lambda r: r.channel_type, min_width=8, priority=6),
-        Column("messages", "MSGS", lambda r: str(r.message_count), min_width=5, align="right", priority=4),
+        Column("messages", "MSGS", lambda r: f"{r.message_count:,}", min_width=5, align="right", priority=4),
         Column("last_active", time_title("LAST ACTIVE"), lambda r: list_time(r.last_active_at or r.timestamp),
                min_width=max(times.display_width(), len(time_title("LAST ACTIVE"))), priority=1),
         Column("fork", "FORK", fork_label, min_width=9, priority=7, style=lambda r: "secondary"),
