@@ -126,6 +126,7 @@ class Config:
     path: Path
     values: dict[str, object] = field(default_factory=dict)  # the acceptable values set in the file
     keymap: dict[str, str] = field(default_factory=dict)  # action id → keys ("j,down")
+    prices: dict[str, object] = field(default_factory=dict)  # [prices]: model → USD per million tokens
     problems: tuple[str, ...] = ()
     migrated: tuple[str, ...] = ()  # legacy files folded in on this read
 
@@ -179,14 +180,21 @@ def parse(text: str, path: Path) -> Config:
     values: dict[str, object] = {}
     problems: list[str] = []
     keymap: dict[str, str] = {}
+    prices: dict[str, object] = {}
     for name, value in data.items():
         if name == "keymap":
             keymap, bad = parse_keymap(value, source)
             problems.extend(bad)
             continue
+        if name == "prices":  # checked entry by entry where usage reads it (store.usage.prices)
+            if isinstance(value, dict):
+                prices = dict(value)
+            else:
+                problems.append(f"{source}: [prices] must be a table of models.")
+            continue
         setting = _BY_NAME.get(name)
         if setting is None:
-            known = ", ".join([s.name for s in SETTINGS] + ["[keymap]"])
+            known = ", ".join([s.name for s in SETTINGS] + ["[keymap]", "[prices]"])
             problems.append(f"{source}: unknown setting '{one_line(name)}' (known: {known}).")
             continue
         checked = setting.check(value)
@@ -195,7 +203,7 @@ def parse(text: str, path: Path) -> Config:
                             f"the default ({setting.default!r}) applies.")
             continue
         values[name] = checked
-    return Config(path, values, keymap, tuple(problems))
+    return Config(path, values, keymap, prices, tuple(problems))
 
 
 def _read_legacy(folder: Path) -> tuple[dict[str, object], list[str], list[Path]]:
@@ -266,7 +274,8 @@ def load(path: Path | None = None) -> Config:
         problems.append(f"{path} cannot be written ({one_line(exc.strerror or exc)}); the older files are read "
                         "as they are.")
     config = parse(tomli_text(data), path)
-    return Config(path, config.values, config.keymap, (*problems, *config.problems), tuple(migrated))
+    return Config(path, config.values, config.keymap, config.prices, (*problems, *config.problems),
+                  tuple(migrated))
 
 
 def tomli_text(data: dict[str, object]) -> str:

@@ -45,6 +45,15 @@ SCREENSHOT_SOURCES = {
     "health.svg": "test_snapshots_health/test_health_screen.svg",
     "search.svg": "test_snapshots_search/test_search_screen.svg",
     "usage.svg": "test_snapshots_usage/test_usage_by_session.svg",
+    "sessions-light.svg": "test_snapshots_light/test_sessions_light.svg",
+    "transcript-light.svg": "test_snapshots_light/test_transcript_light.svg",
+    "runs-light.svg": "test_snapshots_light/test_runs_light.svg",
+    "deliveries-light.svg": "test_snapshots_light/test_deliveries_light.svg",
+    "forks-light.svg": "test_snapshots_light/test_forks_light.svg",
+    "knowledge-light.svg": "test_snapshots_light/test_knowledge_light.svg",
+    "health-light.svg": "test_snapshots_light/test_health_light.svg",
+    "search-light.svg": "test_snapshots_light/test_search_light.svg",
+    "usage-light.svg": "test_snapshots_light/test_usage_light.svg",
 }
 """Each README screenshot is a copy of an accepted snapshot, so it shows what the current code draws."""
 

@@ -105,8 +105,15 @@ def prices_path() -> Path:
 
 
 def load_prices(path: Path | None = None) -> PriceTable:
-    """The price table in ``path`` (default :func:`prices_path`); an empty table when the file is absent, and an
-    empty one with the reason when it cannot be read."""
+    """The price table in ``path``; by default config.toml's ``[prices]`` table, else ``prices.toml`` beside it
+    (:func:`prices_path`); an empty table when there is none, and an empty one with the reason when it cannot be
+    read."""
+    if path is None:
+        from store import config
+
+        settings = config.load()
+        if settings.prices:
+            return replace(parse_prices(settings.prices, f"{settings.path.name} [prices]"), path=str(settings.path))
     target = path if path is not None else prices_path()
     try:
         text = target.read_text(encoding="utf-8")

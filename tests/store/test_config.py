@@ -118,3 +118,16 @@ def test_cli_show_reports_problems_with_status_1_and_hostile_keys_stay_safe(
     assert "\x1b" not in captured.err and "\x07" not in captured.err
     assert "unknown setting '␛]52;c;aGFja2Vk␇'" in captured.err
     assert "no action 'app.[/]'" in captured.err
+
+
+def test_prices_live_in_config_toml(home: Path) -> None:
+    from store.usage.prices import load_prices
+
+    path = config.config_path()
+    path.parent.mkdir(parents=True)
+    path.write_text('[prices]\n"claude-sonnet-*" = { input = 3.0, output = 15.0 }\n', encoding="utf-8")
+    loaded = config.load()
+    assert loaded.problems == () and "claude-sonnet-*" in loaded.prices
+    table = load_prices()
+    assert table.path == str(path) and table.problems == ()
+    assert table.find("claude-sonnet-4-5") is not None
