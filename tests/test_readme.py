@@ -54,6 +54,9 @@ SCREENSHOT_SOURCES = {
     "health-light.svg": "test_snapshots_light/test_health_light.svg",
     "search-light.svg": "test_snapshots_light/test_search_light.svg",
     "usage-light.svg": "test_snapshots_light/test_usage_light.svg",
+    "checkpoints-light.svg": "test_snapshots_light/test_checkpoints_light.svg",
+    "native-branches-light.svg": "test_snapshots_light/test_native_light.svg",
+    "help-light.svg": "test_snapshots_light/test_help_light.svg",
 }
 """Each README screenshot is a copy of an accepted snapshot, so it shows what the current code draws."""
 

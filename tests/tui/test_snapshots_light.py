@@ -9,16 +9,20 @@ import pytest
 
 from store import config
 from tests.tui import (
+    test_snapshots_checkpoints,
     test_snapshots_deliveries,
     test_snapshots_forks,
     test_snapshots_health,
     test_snapshots_knowledge,
+    test_snapshots_native,
     test_snapshots_runs,
     test_snapshots_search,
     test_snapshots_sessions,
     test_snapshots_transcript,
     test_snapshots_usage,
 )
+from tests.tui.test_snapshots_checkpoints import checkpoint_dir  # noqa: F401 - a fixture
+from tests.tui.test_snapshots_native import native_dir  # noqa: F401 - a fixture
 from tests.tui.test_snapshots_transcript import DemoSessions, demo_sessions  # noqa: F401 - a fixture
 
 
@@ -67,3 +71,15 @@ def test_search_light(snap_compare, demo_home: Path) -> None:
 @pytest.mark.usefixtures("_no_prices")
 def test_usage_light(snap_compare, demo_home: Path) -> None:
     test_snapshots_usage.test_usage_by_session(snap_compare, demo_home)
+
+
+def test_help_light(snap_compare, demo_home: Path) -> None:
+    test_snapshots_sessions.test_help_screen(snap_compare, demo_home)
+
+
+def test_checkpoints_light(snap_compare, checkpoint_dir: Path) -> None:  # noqa: F811
+    test_snapshots_checkpoints.test_checkpoints_screen(snap_compare, checkpoint_dir)
+
+
+def test_native_light(snap_compare, native_dir: Path) -> None:  # noqa: F811
+    test_snapshots_native.test_branched_claude_code_transcript(snap_compare, native_dir)
