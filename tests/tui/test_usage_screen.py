@@ -222,7 +222,7 @@ async def test_hostile_values_are_drawn_as_text(demo_dir: Path) -> None:
         await pilot.pause()
         assert app.screen is screen
         assert any("This session was deleted" in n for n in notification_texts(app))
-        await pilot.press("c")
+        await pilot.press("y")
         await pilot.pause()
         assert_clean(app, "after copy")
         assert app.is_running  # [@click=app.quit] did not quit
@@ -233,7 +233,7 @@ async def test_copy_says_what_it_copied(demo_master: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_usage(pilot)
         first = keys_of(screen)[0]
-        await pilot.press("c")
+        await pilot.press("y")
         await pilot.pause()
         assert any(f"Copied '{first}' to the" in n for n in notification_texts(app))
 
