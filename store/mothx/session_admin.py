@@ -261,8 +261,8 @@ class DeleteSessions(_SessionRepair):
         return done
 
     def _message(self, done: list[PlannedChange]) -> str:
-        rows = sum(int(c.summary.split()[0]) for c in done)
-        return f"Deleted {self.target} ({rows} rows; request_stats kept)."
+        rows = sum(int(c.summary.split()[0].replace(",", "")) for c in done)  # "4,799 rows"
+        return f"Deleted {self.target} ({plural(rows, 'row')}; request_stats kept)."
 
 
 # ---------------------------------------------------------------------------------------------------------------
