@@ -15,13 +15,16 @@ Every export (a transcript as Markdown or JSON, a repaired copy of an agent tran
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import stat
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from store.errors import StoreError
-from store.safetext import filename_part, one_line
+from store.safetext import filename_part, json_dumps, one_line, safe
 
 MAX_NAME_CHARS = 64
 
@@ -100,3 +103,41 @@ def write_file(path: str | os.PathLike[str], data: str | bytes, *, replace: bool
             pass
         raise StoreError(f"{one_line(str(target))} could not be written: {exc.strerror or exc}.") from exc
     return len(body)
+
+
+# --- CSV (every list's --csv, and a list exported from the app) ----------------------------------------------
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: object) -> str:
+    """One CSV cell: ``None`` empty, booleans ``true`` / ``false``, numbers as they are, lists and objects as
+    compact JSON; text made safe (newlines and tabs kept, every other control shown as an escape) and, when
+    it starts like a formula, prefixed with ``'``."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, (Mapping, list, tuple)):
+        text = json_dumps(value, indent=None)
+    else:
+        text = safe(value, newlines=True, tabs=True)
+    return "'" + text if text.startswith(FORMULA_START) else text
+
+
+def csv_text(records: Sequence[Mapping[str, object]], columns: Sequence[str] | None = None) -> str:
+    """``records`` as CSV text (a header row, then one row per record, ``\\n`` line ends: no raw carriage return).
+    ``columns``: the keys to write, in order (default: every key, in the order first seen)."""
+    if columns is None:
+        seen: dict[str, None] = {}
+        for r in records:
+            seen.update(dict.fromkeys(r))
+        columns = list(seen)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([csv_cell(c) for c in columns])
+    for r in records:
+        writer.writerow([csv_cell(r.get(c)) for c in columns])
+    return buffer.getvalue()

@@ -118,6 +118,8 @@ ACTIONS: tuple[ActionSpec, ...] = (
     ActionSpec('app.palette', 'command_palette', 'ctrl+p', 'Palette', 'Open the command palette: every action, themes, open a session.', 'app', show=False, priority=True, palette=False),
     ActionSpec('app.jump', 'jump', 'colon', 'Jump', 'Jump to a section (Sessions, …).', 'app'),
     ActionSpec('app.theme-cycle', 'cycle_theme', 'ctrl+t', 'Theme', 'Switch to the next theme; the choice is remembered.', 'app', show=False),
+    ActionSpec('app.export-list-csv', 'export_list("csv")', 'E', 'List to CSV', "Write every row of this screen's list to a CSV file in your home folder (the path is copied).", 'app', show=False),
+    ActionSpec('app.export-list-json', 'export_list("json")', 'J', 'List to JSON', "Write every row of this screen's list to a JSON file in your home folder (the path is copied).", 'app', show=False),
     ActionSpec('app.back', 'back', 'escape', 'Back', 'Close this screen and go back.', 'app', show=False),
     ActionSpec('app.quit', 'quit', 'q', 'Quit', 'Quit Sessionscope.', 'app'),
     ActionSpec('app.force-quit', 'quit', 'ctrl+q', 'Quit', 'Quit Sessionscope from anywhere, even while typing.', 'app', show=False, priority=True, palette=False),

@@ -446,6 +446,12 @@ class SessionscopeApp(BackgroundWork, App[object]):
                 return True
         return False
 
+    def action_export_list(self, fmt: str) -> None:
+        """``E`` / ``J``: this screen's list to a CSV or JSON file (:mod:`tui.list_export`)."""
+        from tui.list_export import export_list
+
+        export_list(self, "json" if fmt == "json" else "csv")
+
     def action_help(self) -> None:
         from tui.screens.help import HelpScreen, collect_help, screen_about
 

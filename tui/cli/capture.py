@@ -45,6 +45,7 @@ from store.safetext import one_line
 from tui.cli import output
 from tui.cli.native_show import checkpoint_json
 from tui.cli.output import Column, json_out, note, out
+from tui.cli.store_option import add_store, apply_store
 from tui.formatting import plural
 
 if TYPE_CHECKING:
@@ -63,30 +64,6 @@ EXIT_FAILED = 1
 EXIT_REFUSED = 3
 
 AddLocation = Callable[..., None]
-
-
-def add_store(parser: argparse.ArgumentParser) -> None:
-    """``--store URL`` (given at any level of a nested command; the innermost one given wins)."""
-    parser.add_argument("--store", metavar="URL", default=argparse.SUPPRESS,
-                        help="the checkpoint store: postgresql://user@host/db (a team store) or sqlite:///path "
-                             "(default $SESSIONSCOPE_STORE, else the session directory's own file)")
-
-
-def apply_store(args: argparse.Namespace, configured: str = "") -> None:
-    """Make ``--store`` the process's checkpoint store (else ``$SESSIONSCOPE_STORE``, else ``configured``, the
-    ``store`` of config.toml); a URL of no known engine is a bad argument (exit 2)."""
-    from store.agents.checkpoint_engine import StoreUnavailable, use_store
-    from tui.cli import core as cli
-
-    url = getattr(args, "store", None)
-    if url is None and configured and not os.environ.get("SESSIONSCOPE_STORE", "").strip():
-        url = configured
-    if url is None:
-        return
-    try:
-        use_store(url)
-    except StoreUnavailable as exc:
-        raise cli.UsageError(str(exc)) from exc
 
 
 # ----------------------------------------------------------------------------------------------------- parsers

@@ -41,6 +41,7 @@ from store.paths import SESSIONS_DB, sessions_db_path
 from store.safetext import one_line, safe
 from store.words import plural
 from tui.cli import output, show_export
+from tui.cli.errors import UsageError
 from tui.cli.output import Column, err, note, out
 from tui.formatting import NO_MESSAGES
 
@@ -69,10 +70,6 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tui.cli.search",
     "tui.cli.usage",
 )
-
-
-class UsageError(Exception):
-    """Arguments that parse but do not make sense together (exit status 2)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -107,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Browse and repair mothx agent session directories. Without a command, opens the terminal UI.",
     )
     _add_location(parser, nested=False)
-    from tui.cli.capture import add_store  # --store URL: the checkpoint store of the app and every command
+    from tui.cli.store_option import add_store  # --store URL: the checkpoint store of the app and every command
 
     add_store(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -370,7 +367,7 @@ def _open(args: argparse.Namespace) -> SessionDir:
 
 def _open_ui(args: argparse.Namespace) -> int:
     from store import config
-    from tui.cli.capture import apply_store
+    from tui.cli.store_option import apply_store
 
     settings = config.load()
     apply_store(args, settings.text("store"))

@@ -22,7 +22,6 @@ backslash escape instead (JSON gets ``\\uXXXX``, which any encoding can carry).
 from __future__ import annotations
 
 import argparse
-import csv
 import io
 import json
 import shutil
@@ -31,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
+from store.exports import FORMULA_START, csv_cell, csv_text
 from store.safetext import json_dumps, one_line, safe
 
 PROG = "sessionscope"
@@ -154,41 +154,7 @@ def table(columns: Sequence[Column], rows: Sequence[Sequence[object]], *, stream
 
 # ------------------------------------------------------------------------------------------------ CSV / lists
 
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 """A cell starting with one of these is a formula to a spreadsheet: it is written with a leading ``'``."""
-
-
-def csv_cell(value: object) -> str:
-    """One CSV cell: ``None`` empty, booleans ``true`` / ``false``, numbers as they are, lists and objects as
-    compact JSON; text made safe (newlines and tabs kept, every other control shown as an escape) and, when
-    it starts like a formula, prefixed with ``'``."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return str(value)
-    if isinstance(value, (Mapping, list, tuple)):
-        text = json_dumps(value, indent=None)
-    else:
-        text = safe(value, newlines=True, tabs=True)
-    return "'" + text if text.startswith(FORMULA_START) else text
-
-
-def csv_text(records: Sequence[Mapping[str, object]], columns: Sequence[str] | None = None) -> str:
-    """``records`` as CSV text (a header row, then one row per record, ``\\n`` line ends: no raw carriage return).
-    ``columns``: the keys to write, in order (default: every key, in the order first seen)."""
-    if columns is None:
-        seen: dict[str, None] = {}
-        for r in records:
-            seen.update(dict.fromkeys(r))
-        columns = list(seen)
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([csv_cell(c) for c in columns])
-    for r in records:
-        writer.writerow([csv_cell(r.get(c)) for c in columns])
-    return buffer.getvalue()
 
 
 def csv_out(records: Sequence[Mapping[str, object]], *, columns: Sequence[str] | None = None,
