@@ -94,7 +94,9 @@ def start_cluster() -> Generator[PgCluster, None, None]:
     else:
         prefix = []
         user = pwd.getpwuid(os.geteuid()).pw_name
-    root = Path(tempfile.mkdtemp(prefix="sessionscope-pg-"))
+    # As root the server runs as ``postgres``, which cannot enter a private TMPDIR (``mktemp -d`` makes it 0700):
+    # its folder goes straight under /tmp (world-traversable, sticky), whatever TMPDIR is.
+    root = Path(tempfile.mkdtemp(prefix="sessionscope-pg-", dir="/tmp" if as_root else None))
     data = root / "data"
     if as_root:
         os.chown(root, pg_user.pw_uid, pg_user.pw_gid)
