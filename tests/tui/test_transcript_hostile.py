@@ -353,5 +353,5 @@ async def test_native_transcript_on_hostile_data(tmp_path: Path, no_color: bool,
             await pilot.press("escape")
             await pilot.pause()
             assert_clean(app, "export cancelled")
-            assert await click_text(pilot, "[@click=app.quit]") or True
+            await click_text(pilot, "[@click=app.quit]")  # where the title shows, a click on it must not quit
             assert app.is_running
