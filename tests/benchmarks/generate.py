@@ -349,12 +349,16 @@ def default_path(spec: LargeDirSpec = LargeDirSpec()) -> Path:
     return DATA_DIR / f"sessions-{spec.sessions // 1000}k-{spec.entries // 1000}k"
 
 
-def ensure_large_dir(path: Path | None = None, spec: LargeDirSpec = LargeDirSpec()) -> Path:
-    """The generated directory at ``path`` (default ``tests/benchmarks/data/...``), built when missing or stale."""
-    target = Path(path) if path is not None else default_path(spec)
+def ensure_large_dir(path: Path | None = None, spec: LargeDirSpec | None = None) -> Path:
+    """The generated directory at ``path`` (default ``tests/benchmarks/data/...``), built when missing or stale.
+
+    A ``path`` given without a ``spec`` (a benchmark's ``--dir``) is taken as it was generated, whatever its
+    size; it is built (with the default spec) only when it holds no generated directory."""
+    target = Path(path) if path is not None else default_path(spec or LargeDirSpec())
     facts = read_facts(target)
-    if facts is None or facts.spec != spec:
-        build_large_dir(target, spec)
+    if facts is None or (spec is None and path is None and facts.spec != LargeDirSpec()) \
+            or (spec is not None and facts.spec != spec):
+        build_large_dir(target, spec or LargeDirSpec())
     return target
 
 

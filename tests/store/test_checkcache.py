@@ -122,3 +122,59 @@ def test_the_deletion_count_runs_once_per_unchanged_file(writer: Writer, monkeyp
         assert sessions_mod.verify_list(sd) is False
         assert {r.id: r.message_count for r in listed(sd)}[ids[0]] == 2
     assert len(counts) == repaired               # unchanged since the repair: not counted again
+
+
+def _first_ids(root: Path, mode: OpenMode = OpenMode.READ_ONLY) -> tuple[list[str], int]:
+    with open_session_dir(root, mode) as sd:
+        page = sessions_mod.list_sessions(sd, offset=0, limit=5)
+        ids, total = [row.id for row in page.rows], page.total
+    with sessions_mod._registry_lock:   # a fresh process each time: the in-memory views go
+        entries = list(sessions_mod._registry.values())
+        sessions_mod._registry.clear()
+    for _, lists in entries:
+        lists.close()
+    return ids, total
+
+
+def test_the_first_window_is_remembered_only_while_the_files_are_unchanged(
+        writer: Writer, monkeypatch: pytest.MonkeyPatch) -> None:
+    w = writer
+    for n, sid in enumerate(("a" * 16, "b" * 16, "c" * 16)):
+        w.user(w.session(sid, t=n), f"hello {n}", t=10 + n)
+    w.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    first = _first_ids(w.root)
+    assert first == (["c" * 16, "b" * 16, "a" * 16], 3)
+    db = w.root / "sessions.db"
+    kinds = [k for k in checkcache._read(db) if k.startswith("list-window:")]
+    assert kinds, "the first window was not remembered"
+
+    sorted_sql: list[str] = []
+
+    real_recall = sessions_mod._RememberedWindow.recall
+
+    def recall(self: sessions_mod._RememberedWindow) -> sessions_mod._View | None:
+        found = real_recall(self)
+        sorted_sql.append("hit" if found is not None else "miss")
+        return found
+
+    monkeypatch.setattr(sessions_mod._RememberedWindow, "recall", recall)
+    assert _first_ids(w.root) == first                  # unchanged files: the remembered window, same rows
+    assert sorted_sql == ["hit"]
+
+    w.user("a" * 16, "newest now", t=99)                # a change moves "a" to the top
+    assert _first_ids(w.root) == (["a" * 16, "c" * 16, "b" * 16], 3)
+    assert sorted_sql == ["hit", "miss"]
+    w.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    w.session("d" * 16, t=200)                          # a new session without entries (sorted by its creation)
+    ids, total = _first_ids(w.root)
+    assert total == 4 and ids[0] == "d" * 16
+    assert sorted_sql[-1] == "miss"
+
+
+def test_a_filtered_list_is_never_remembered(writer: Writer) -> None:
+    w = writer
+    w.user(w.session("e" * 16, cwd="/x"), "one")
+    with open_session_dir(w.root, OpenMode.READ_ONLY) as sd:
+        page = sessions_mod.list_sessions(sd, sessions_mod.SessionFilter(cwd="/x"), offset=0, limit=5)
+        assert [r.id for r in page.rows] == ["e" * 16]
+    assert not [k for k in checkcache._read(w.root / "sessions.db") if k.startswith("list-window:")]
