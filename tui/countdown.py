@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ def clock_now(node: DOMNode) -> float:
     return float(app.clock()) if app is not None else time.time()
 
 
+@dataclass(eq=False)
 class ListTimers:
     """The repaint tick and the deadline wake-up of one list with countdowns.
 
@@ -45,19 +47,17 @@ class ListTimers:
     ``horizon_s``: deadlines further away are not waited for (a re-read happens on the next hint or refresh).
     """
 
-    def __init__(self, node: Widget, rows: Callable[[], RowList[Any]], facts: Callable[[], Widget], *,
-                 grace_s: float, horizon_s: float, tick_s: float = TICK_S, hold_s: float = MARK_HOLD_S) -> None:
-        self.node = node
-        self.rows = rows
-        self.facts = facts
-        self.grace_s = grace_s
-        self.horizon_s = horizon_s
-        self.tick_s = tick_s
-        self.hold_s = hold_s
-        self._tick: Timer | None = None
-        self._wake: Timer | None = None
-        self._wake_at: float | None = None
-        self._marked_at = 0.0
+    node: Widget
+    rows: Callable[[], RowList[Any]]
+    facts: Callable[[], Widget]
+    grace_s: float
+    horizon_s: float
+    tick_s: float = TICK_S
+    hold_s: float = MARK_HOLD_S
+    _tick: Timer | None = field(default=None, init=False)
+    _wake: Timer | None = field(default=None, init=False)
+    _wake_at: float | None = field(default=None, init=False)
+    _marked_at: float = field(default=0.0, init=False)
 
     def start(self) -> None:
         """Start the repaint tick (on mount)."""

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Typ
 from tui import actions
 from tui.context import store
 from tui.formatting import describe_error, one_line
+from tui.lifecycle import ReportsWorkerFailures
 from tui.safe import notify
 
 if TYPE_CHECKING:
@@ -140,8 +141,9 @@ def refusal_text(exc: BaseException, refusals: Collection[str]) -> tuple[str, bo
     return text, text.startswith("Refused")
 
 
-class RepairFlow:
-    """Mixed into a screen that writes (before ``Screen`` in its bases); the screen has ``sd``."""
+class RepairFlow(ReportsWorkerFailures):
+    """Mixed into a screen that writes (before ``Screen`` in its bases); the screen has ``sd``. Its workers'
+    failures are reported like every other worker's (:class:`~tui.lifecycle.ReportsWorkerFailures`)."""
 
     REPAIR_GROUP: ClassVar[str] = "repair"
     REPAIR_WORDS: ClassVar[FlowWords] = FlowWords()
