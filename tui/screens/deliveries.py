@@ -22,24 +22,21 @@ attempt or lease expiry passes. The countdowns follow the app's clock, repainted
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
-from textual.message import Message
 from textual.screen import Screen
-from textual.timer import Timer
 
 from store.mothx.delivery_listing import DeliveryScope
 from tui import actions
 from tui.clipboard import copy
 from tui.context import services, store
-from tui.formatting import describe_error, one_line
+from tui.countdown import ListTimers
+from tui.formatting import one_line
 from tui.lifecycle import ReportsWorkerFailures
 from tui.live import LiveChanged
-from tui.messages import WorkerFailed
+from tui.repair_flow import FlowWords, Outcome, RepairFlow, ask, key_for
 from tui.safe import notify
 from tui.widgets.delivery_list import DeliveryFacts, DeliveryList, DeliveryRow
 from tui.widgets.header import AppHeader
@@ -48,40 +45,29 @@ from tui.widgets.row_list import RowList
 from tui.widgets.statusbar import StatusBar
 
 if TYPE_CHECKING:
-    from store.mothx.repair_kit import RepairPreview, RepairResult
+    from store.mothx.delivery_repairs import RetryDelivery
+    from store.mothx.repair_kit import RepairResult
     from store.mothx.sessiondir import SessionDir
 
-TICK_S = 1.0
-MARK_HOLD_S = 2.0
 WAKE_GRACE_S = 0.3
 WAKE_HORIZON_S = 3600
 
 WRITE_ACTIONS = frozenset(spec.action for spec in actions.in_scope("deliveries") if spec.writes)
 
 
-@dataclass
-class RetryPreviewed(Message):
-    operation_id: str
-    session_id: str
-    preview: RepairPreview | None
-    error: str = ""
-
-
-@dataclass
-class RetryFinished(Message):
-    operation_id: str
-    result: RepairResult | None
-    error: str = ""
-    refused: bool = False
-
-
-class DeliveriesScreen(ReportsWorkerFailures, Screen[None]):
+class DeliveriesScreen(RepairFlow, ReportsWorkerFailures, Screen[None]):
     """Failed and uncertain delivery operations by platform and target; a retry after a preview."""
 
     ACTION_SCOPE: ClassVar[str] = "deliveries"
     BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Deliveries screen"
     AUTO_FOCUS = "DeliveryList"
+    REPAIR_GROUP: ClassVar[str] = "delivery-retry"
+    REPAIR_WORDS: ClassVar[FlowWords] = FlowWords(
+        done="Retried", refused="Not retried", failed="Retry failed", preview_failed="Not retried",
+        busy="A retry is already being prepared or applied.", preview_work="Preview a retry",
+        apply_work="Retry a delivery")
+    REPAIR_REFUSALS: ClassVar[tuple[str, ...]] = ("RepairRefused", "ReadOnlyStore")  # a retry takes no lease
 
     DEFAULT_CSS = """
     DeliveriesScreen { layout: vertical; }
@@ -93,13 +79,8 @@ class DeliveriesScreen(ReportsWorkerFailures, Screen[None]):
         super().__init__()
         self.sd: SessionDir | None = None
         self.scope = DeliveryScope(session_id=session_id, waiting=True, grouped=True)
-        self._tick: Timer | None = None
-        self._wake: Timer | None = None
-        self._wake_at: int | None = None
-        self._marked_at = 0.0
-        self._busy = False
-        self.last_result: RepairResult | None = None
-        self.last_error = ""
+        self.timers = ListTimers(self, lambda: self.delivery_list, lambda: self.query_one(DeliveryFacts),
+                                 grace_s=WAKE_GRACE_S, horizon_s=WAKE_HORIZON_S)
 
     def compose(self) -> ComposeResult:
         yield AppHeader(section="Deliveries")
@@ -114,7 +95,7 @@ class DeliveriesScreen(ReportsWorkerFailures, Screen[None]):
         self._show_scope()
         if sd is not None:
             self.attach(sd)
-        self._tick = self.set_interval(TICK_S, self._on_tick)
+        self.timers.start()
 
     def attach(self, sd: SessionDir) -> None:
         self.sd = sd
@@ -123,10 +104,6 @@ class DeliveriesScreen(ReportsWorkerFailures, Screen[None]):
     @property
     def delivery_list(self) -> DeliveryList:
         return self.query_one(DeliveryList)
-
-    def now(self) -> float:
-        app = services(self)
-        return float(app.clock()) if app is not None else time.time()
 
     # --- status -----------------------------------------------------------------------------------------------
 
@@ -160,8 +137,7 @@ class DeliveriesScreen(ReportsWorkerFailures, Screen[None]):
     @on(RowList.Failed, "#deliveries")
     @on(RowList.Loaded, "#deliveries")
     def _list_changed(self, message: RowList.Loaded | RowList.Failed) -> None:
-        if isinstance(message, RowList.Loaded) and message.changed:
-            self._marked_at = time.monotonic()
+        self.timers.loaded(isinstance(message, RowList.Loaded) and bool(message.changed))
         self._show_counts()
         self._show_scope()
         self._plan_wake()
@@ -179,32 +155,10 @@ class DeliveriesScreen(ReportsWorkerFailures, Screen[None]):
         row: DeliveryRow = message.row
         app.open_transcript(row.session_id)
 
-    def _on_tick(self) -> None:
-        lst = self.delivery_list
-        if lst.changed and time.monotonic() - self._marked_at >= MARK_HOLD_S:
-            lst.clear_marks()
-        lst.refresh_cells()
-        self.query_one(DeliveryFacts).refresh()
-
     def _plan_wake(self) -> None:
         """Re-read when the earliest shown next attempt or lease expiry passes (a worker may act then)."""
         wake = self.delivery_list.next_wake_ms()
-        if wake == self._wake_at and self._wake is not None:
-            return
-        if self._wake is not None:
-            self._wake.stop()
-            self._wake = None
-        self._wake_at = wake
-        if wake is None:
-            return
-        delay = wake / 1000 - self.now() + WAKE_GRACE_S
-        if 0 < delay <= WAKE_HORIZON_S:
-            self._wake = self.set_timer(delay, self._woken)
-
-    def _woken(self) -> None:
-        self._wake = None
-        self._wake_at = None
-        self.delivery_list.live_refresh()
+        self.timers.plan(None if wake is None else wake / 1000, self.delivery_list.live_refresh)
 
     def on_live_changed(self, message: LiveChanged) -> None:
         # The view is small and a delivery write names no session: any change re-reads what is shown.
@@ -214,10 +168,7 @@ class DeliveriesScreen(ReportsWorkerFailures, Screen[None]):
     # --- actions ----------------------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action not in WRITE_ACTIONS:
-            return True
-        sd = self.sd or store(self)
-        return actions.check_write(action, sd is not None and sd.writable)
+        return self.check_write_action(action, WRITE_ACTIONS)
 
     def action_refresh(self) -> None:
         self.delivery_list.reload()
@@ -250,8 +201,7 @@ class DeliveriesScreen(ReportsWorkerFailures, Screen[None]):
         if row is None:
             notify(self, "No delivery operation is selected.", severity="warning")
             return
-        if self._busy:
-            notify(self, "A retry is already being prepared or applied.", severity="warning")
+        if self.refuse_when_busy():
             return
         f = row.failure
         if not f.retryable:  # the row's facts already say no: one line, nothing read or written
@@ -262,99 +212,26 @@ class DeliveriesScreen(ReportsWorkerFailures, Screen[None]):
             return
         if self.sd is None:
             return
-        self._busy = True
-        self._preview(self.sd, f.operation_id, f.session_id)
+        operation_id = f.operation_id
 
-    def _key_for(self, action_id: str) -> str:
-        for key, active in self.active_bindings.items():
-            if active.binding.id == action_id:
-                return key
-        return actions.get(action_id).key.split(",")[0]
-
-    @on(WorkerFailed)
-    def _worker_failed(self, message: WorkerFailed) -> None:
-        if message.group == "delivery-retry":
-            self._busy = False
-            self.last_result = None
-            self.last_error = message.reason
-
-    @work(thread=True, exclusive=True, group="delivery-retry", exit_on_error=False, description="Preview a retry")
-    def _preview(self, sd: SessionDir, operation_id: str, session_id: str) -> None:
-        try:
+        def make(sd: SessionDir) -> RetryDelivery:
             from store.mothx.delivery_repairs import RetryDelivery
 
-            preview = RetryDelivery(sd, operation_id).preview()
-        except Exception as exc:  # noqa: BLE001 - one sentence, never a traceback
-            self.post_message(RetryPreviewed(operation_id, session_id, None, describe_error(exc)))
-            return
-        self.post_message(RetryPreviewed(operation_id, session_id, preview))
+            return RetryDelivery(sd, operation_id)
 
-    @on(RetryPreviewed)
-    def _previewed(self, message: RetryPreviewed) -> None:
-        preview = message.preview
-        if preview is None or preview.refusal:
-            self._busy = False
-            text = message.error if preview is None else f"Refused: {one_line(preview.refusal)}"
-            self.last_error = text
-            notify(self, text, title="Not retried", severity="error", timeout=12)
-            self.delivery_list.live_refresh()
-            return
-        from tui.widgets.confirm import ConfirmDialog, ConfirmRequest
+        self.start_repair("retry_delivery", make,
+                          ask(confirm_label="Retry", opened_by=key_for(self, "deliveries.retry")),
+                          done=lambda outcome: self._retried(operation_id, outcome))
 
-        request = ConfirmRequest(title=one_line(preview.title), preview="\n".join(preview.lines()),
-                                 affected=len(preview.changes), noun="row", confirm_label="Retry",
-                                 opened_by=self._key_for("deliveries.retry"))
-
-        def decided(confirmed: bool | None) -> None:
-            if confirmed and self.sd is not None:
-                self._apply(self.sd, message.operation_id, preview)
-            else:
-                self._busy = False
-                notify(self, "Nothing was changed.", title=preview.title, timeout=3)
-
-        try:
-            dialog = ConfirmDialog(request)
-        except ValueError as exc:  # the user mapped the action onto the confirm key
-            self._busy = False
-            notify(self, str(exc), title="Cannot confirm", severity="error")
-            return
-        self.app.push_screen(dialog, decided)
-
-    @work(thread=True, exclusive=True, group="delivery-retry", exit_on_error=False, description="Retry a delivery")
-    def _apply(self, sd: SessionDir, operation_id: str, preview: RepairPreview) -> None:
-        from store.errors import ReadOnlyStore, RepairRefused
-        from store.mothx.delivery_repairs import RetryDelivery
-
-        try:
-            result = RetryDelivery(sd, operation_id).apply(preview)
-        except (RepairRefused, ReadOnlyStore) as exc:
-            text = describe_error(exc)
-            self.post_message(RetryFinished(operation_id, None, text if text.startswith("Refused") else
-                                            f"Refused: {text}", refused=True))
-            return
-        except Exception as exc:  # noqa: BLE001
-            self.post_message(RetryFinished(operation_id, None, describe_error(exc)))
-            return
-        self.post_message(RetryFinished(operation_id, result))
-
-    @on(RetryFinished)
-    def _finished(self, message: RetryFinished) -> None:
-        self._busy = False
-        if message.result is not None:
-            self.last_result = message.result
-            self.last_error = ""
-            notify(self, message.result.message, title="Retried", timeout=8)
+    def _retried(self, operation_id: str, outcome: Outcome[RepairResult]) -> None:
+        lst = self.delivery_list
+        if outcome.result is not None:
             # follow the retried operation and its chain (by the raw ids the list read) through to delivered
-            lst = self.delivery_list
-            row = next((r for r in lst.rows if r.operation_id == message.operation_id), None)
+            row = next((r for r in lst.rows if r.operation_id == operation_id), None)
             chain = [link.operation_id for link in row.failure.chain] if row is not None else []
-            lst.watch_operations([message.operation_id, *chain])
-        else:
-            self.last_result = None
-            self.last_error = message.error
-            notify(self, message.error, title="Not retried" if message.refused else "Retry failed",
-                   severity="error", timeout=12)
-            self.delivery_list.live_refresh()
+            lst.watch_operations([operation_id, *chain])
+        elif outcome.stage != "cancelled":
+            lst.live_refresh()
 
 
-__all__ = ["DeliveriesScreen", "RetryFinished", "RetryPreviewed"]
+__all__ = ["DeliveriesScreen"]

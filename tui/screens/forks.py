@@ -24,16 +24,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
-from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Static
 
 from tui import actions
 from tui.context import services, store
-from tui.formatting import describe_error, one_line
+from tui.formatting import one_line
 from tui.lifecycle import ReportsWorkerFailures
+from tui.repair_flow import FlowWords, Outcome, RepairFlow, key_for
 from tui.safe import notify
 from tui.widgets.fork_lists import BoundaryList, FamilyList
 from tui.widgets.header import AppHeader
@@ -45,23 +45,10 @@ if TYPE_CHECKING:
     from store.mothx.fork import ForkPreview, ForkRepairResult, ForkSession
     from store.mothx.fork_family import FamilyMember, TurnCandidate
     from store.mothx.sessiondir import SessionDir
+    from tui.widgets.confirm import ConfirmRequest
 
 
 WRITE_ACTIONS = frozenset(spec.action for spec in actions.in_scope("forks") if spec.writes)
-
-
-@dataclass
-class ForkPreviewReady(Message):
-    repair: ForkSession
-    preview: ForkPreview
-    opened_by: str
-
-
-@dataclass
-class ForkFinished(Message):
-    result: ForkRepairResult | None
-    error: str = ""
-    refused: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,7 +74,7 @@ def request_id(source: str, at_seq: int) -> str:
     return f"tui:{source}:{at_seq}"
 
 
-class ForksScreen(ReportsWorkerFailures, Screen[None]):
+class ForksScreen(RepairFlow, ReportsWorkerFailures, Screen[None]):
     """A session's fork family and fork boundaries; ``X`` forks at the selected boundary after a preview."""
 
     CSS_PATH = Path(__file__).with_name("forks.tcss")
@@ -95,16 +82,18 @@ class ForksScreen(ReportsWorkerFailures, Screen[None]):
     BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Forks screen"
     AUTO_FOCUS = "#boundaries"
+    REPAIR_GROUP: ClassVar[str] = "forks-repair"
+    REPAIR_WORDS: ClassVar[FlowWords] = FlowWords(
+        done="Forked", refused="Not forked", failed="Fork failed", busy="A fork is already being prepared or applied.",
+        preview_work="Preview a fork", apply_work="Fork a session")
 
     def __init__(self, session_id: str | None = None) -> None:
         super().__init__()
         self.sd: SessionDir | None = None
         self.session_id = session_id  # the session the screen was opened for
         self.shown: str | None = session_id  # the family member whose turns are listed
-        self._busy = False
         self._first: FirstRead | None = None
         self.last_result: ForkRepairResult | None = None
-        self.last_error = ""
 
     def compose(self) -> ComposeResult:
         yield AppHeader(section="Forks")
@@ -212,27 +201,17 @@ class ForksScreen(ReportsWorkerFailures, Screen[None]):
     # --- actions ----------------------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action not in WRITE_ACTIONS:
-            return True
-        sd = self.sd or store(self)
-        return actions.check_write(action, sd is not None and sd.writable)
+        return self.check_write_action(action, WRITE_ACTIONS)
 
     def action_refresh(self) -> None:
         self._load()
-
-    def _key_for(self, action_id: str) -> str:
-        for key, active in self.active_bindings.items():
-            if active.binding.id == action_id:
-                return key
-        return actions.get(action_id).key.split(",")[0]
 
     def action_fork(self) -> None:
         row: TurnCandidate | None = self.query_one(BoundaryList).selected
         if self.sd is None or self.shown is None:
             notify(self, "No session is shown.", severity="warning")
             return
-        if self._busy:
-            notify(self, "A fork is already being prepared or applied.", severity="warning")
+        if self.refuse_when_busy():
             return
         if row is None:
             notify(self, "No turn is selected: a fork starts at a turn.", severity="warning")
@@ -241,93 +220,33 @@ class ForksScreen(ReportsWorkerFailures, Screen[None]):
             notify(self, f"Cannot fork at turn {row.index}: {one_line(row.reason)}", title="Not a fork boundary",
                    severity="warning")
             return
-        self._busy = True
-        self._preview(self.sd, self.shown, row.at_seq, self._key_for("forks.fork"))
+        source, at_seq, opened_by = self.shown, row.at_seq, key_for(self, "forks.fork")
 
-    @work(thread=True, exclusive=True, group="forks-repair", exit_on_error=False, description="Preview a fork")
-    def _preview(self, sd: SessionDir, source: str, at_seq: int, opened_by: str) -> None:
-        try:
+        def make(sd: SessionDir) -> ForkSession:
             from store.mothx.fork import ForkOptions, ForkSession
 
-            repair = ForkSession(sd, ForkOptions(source, request_id(source, at_seq), at_seq=at_seq))
-            preview = repair.preview()
-        except Exception as exc:  # noqa: BLE001 - one sentence, never a traceback
-            self.post_message(ForkFinished(None, describe_error(exc)))
-            return
-        self.post_message(ForkPreviewReady(repair, preview, opened_by))
+            return ForkSession(sd, ForkOptions(source, request_id(source, at_seq), at_seq=at_seq))
 
-    @on(ForkPreviewReady)
-    def _preview_ready(self, message: ForkPreviewReady) -> None:
-        preview = message.preview
-        if preview.refusal:
-            self._busy = False
-            self.last_error = f"Refused: {one_line(preview.refusal)}"
-            notify(self, self.last_error, title="Not forked", severity="error", timeout=12)
-            return
-        if preview.existing_child:
-            self._busy = False
-            notify(self, f"This boundary was forked already: opening {one_line(preview.existing_child)} "
-                         f"({one_line(preview.child_title)}).", title="Fork", timeout=6)
-            self._open(preview.existing_child)
-            return
-        from tui.widgets.confirm import ConfirmDialog, ConfirmRequest
+        def confirm(preview: ForkPreview) -> ConfirmRequest | None:
+            if preview.existing_child:
+                notify(self, f"This boundary was forked already: opening {one_line(preview.existing_child)} "
+                             f"({one_line(preview.child_title)}).", title="Fork", timeout=6)
+                self._open(preview.existing_child)
+                return None
+            from tui.widgets.confirm import ConfirmRequest
 
-        request = ConfirmRequest(
-            title=one_line(preview.title),
-            preview="\n".join([f"New session '{one_line(preview.child_title)}': {preview.seed_length:,} entries "
-                               f"copied (seq <= {preview.boundary_seq}), a {preview.fork_kind} fork.",
-                               *preview.lines()]),
-            affected=preview.seed_length + 1,
-            noun="row",
-            confirm_label="Fork",
-            opened_by=message.opened_by,
-        )
+            return ConfirmRequest.of_preview(
+                preview, lines=(f"New session '{one_line(preview.child_title)}': {preview.seed_length:,} entries "
+                                f"copied (seq <= {preview.boundary_seq}), a {preview.fork_kind} fork.",),
+                affected=preview.seed_length + 1, confirm_label="Fork", opened_by=opened_by)
 
-        def decided(confirmed: bool | None) -> None:
-            if confirmed and self.sd is not None:
-                self._apply(message.repair, preview)
-            else:
-                self._busy = False
-                notify(self, "Nothing was changed.", title=preview.title, timeout=3)
+        self.start_repair("fork", make, confirm, done=self._forked)
 
-        try:
-            dialog = ConfirmDialog(request)
-        except ValueError as exc:  # the user mapped the action onto the confirm key
-            self._busy = False
-            notify(self, str(exc), title="Cannot confirm", severity="error")
+    def _forked(self, outcome: Outcome[ForkRepairResult]) -> None:
+        if outcome.result is None:
             return
-        self.app.push_screen(dialog, decided)
-
-    @work(thread=True, exclusive=True, group="forks-repair", exit_on_error=False, description="Fork a session")
-    def _apply(self, repair: ForkSession, preview: ForkPreview) -> None:
-        from store.errors import LeaseBusy, LeaseLost, ReadOnlyStore, RepairRefused
-
-        try:
-            result = repair.apply(preview)
-        except (RepairRefused, LeaseBusy, LeaseLost, ReadOnlyStore) as exc:
-            text = describe_error(exc)
-            self.post_message(ForkFinished(None, text if text.startswith("Refused") else f"Refused: {text}", True))
-            return
-        except Exception as exc:  # noqa: BLE001
-            self.post_message(ForkFinished(None, describe_error(exc)))
-            return
-        self.post_message(ForkFinished(result))
-
-    @on(ForkFinished)
-    def _finished(self, message: ForkFinished) -> None:
-        self._busy = False
-        if message.result is None:
-            self.last_result = None
-            self.last_error = message.error
-            notify(self, message.error, title="Not forked" if message.refused else "Fork failed", severity="error",
-                   timeout=12)
-            return
-        self.last_result = message.result
-        self.last_error = ""
-        notify(self, message.result.message, title="Forked", timeout=8)
         if self.sd is not None and self.session_id is not None:
             self.query_one(FamilyList).show_family(self.sd, self.session_id)
-        self._open(message.result.fork.session_id)
+        self._open(outcome.result.fork.session_id)
 
-
-__all__ = ["ForksScreen", "FirstRead", "first_read", "request_id", "ForkPreviewReady", "ForkFinished"]
+__all__ = ["ForksScreen", "FirstRead", "first_read", "request_id"]

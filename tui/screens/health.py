@@ -31,6 +31,7 @@ from tui.context import store
 from tui.formatting import describe_error, one_line
 from tui.lifecycle import ReportsWorkerFailures
 from tui.messages import WorkerFailed
+from tui.repair_flow import NO_REFUSALS, FlowWords, Outcome, RepairFlow, key_for
 from tui.safe import data_text, notify
 from tui.widgets.header import AppHeader
 from tui.widgets.health_list import STATUS_STYLE, HealthList
@@ -41,6 +42,7 @@ from tui.widgets.statusbar import StatusBar
 if TYPE_CHECKING:
     from store.mothx.repair_kit import Repair, RepairPreview, RepairResult
     from store.mothx.sessiondir import SessionDir
+    from tui.widgets.confirm import ConfirmRequest
 
 WRITE_ACTIONS = frozenset(spec.action for spec in actions.in_scope("health") if spec.writes)
 RESET_PHRASE = "reset"
@@ -57,21 +59,6 @@ class IntegrityDone(Message):
     check: HealthCheck | None
     error: str = ""
     cancelled: bool = False
-
-
-@dataclass
-class FixPreviewed(Message):
-    check: HealthCheck
-    repair: Repair | None
-    preview: RepairPreview | None
-    error: str = ""
-
-
-@dataclass
-class FixFinished(Message):
-    check: HealthCheck
-    result: RepairResult | None
-    error: str = ""
 
 
 def detail_text(check: HealthCheck | None) -> Text:
@@ -96,13 +83,16 @@ def detail_text(check: HealthCheck | None) -> Text:
     return out
 
 
-class HealthScreen(ReportsWorkerFailures, Screen[None]):
+class HealthScreen(RepairFlow, ReportsWorkerFailures, Screen[None]):
     """Every check as a row; repairs after a preview; the long integrity check on request."""
 
     ACTION_SCOPE: ClassVar[str] = "health"
     BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Health screen"
     AUTO_FOCUS = "HealthList"
+    REPAIR_GROUP: ClassVar[str] = "health-fix"
+    REPAIR_WORDS: ClassVar[FlowWords] = FlowWords()
+    REPAIR_REFUSALS: ClassVar[tuple[str, ...]] = NO_REFUSALS  # a refusal is a line that says "Refused"
 
     DEFAULT_CSS = """
     HealthScreen { layout: vertical; }
@@ -117,9 +107,6 @@ class HealthScreen(ReportsWorkerFailures, Screen[None]):
         self.sd: SessionDir | None = None
         self.overrides: dict[str, HealthCheck] = {}
         self._cancel: threading.Event | None = None
-        self._fixing = False
-        self.last_result: RepairResult | None = None
-        self.last_error = ""
 
     def compose(self) -> ComposeResult:
         yield AppHeader(section="Health")
@@ -168,18 +155,13 @@ class HealthScreen(ReportsWorkerFailures, Screen[None]):
 
     @on(WorkerFailed)
     def _worker_failed(self, message: WorkerFailed) -> None:
-        if message.group == "health-fix":
-            self._fixing = False
         if message.group == "health-integrity":
             self._integrity_stopped()
 
     # --- actions ----------------------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action not in WRITE_ACTIONS:
-            return True
-        sd = self.sd or store(self)
-        return actions.check_write(action, sd is not None and sd.writable)
+        return self.check_write_action(action, WRITE_ACTIONS)
 
     def action_refresh(self) -> None:
         if self.sd is not None:
@@ -266,91 +248,29 @@ class HealthScreen(ReportsWorkerFailures, Screen[None]):
             why = f": {check.advice}" if check.advice else " (it is ok)" if check.status == "ok" else "."
             notify(self, f"No repair fixes {check.id}{why}", severity="warning", timeout=6)
             return
-        if self._fixing:
-            notify(self, "A repair is already being prepared or applied.", severity="warning")
+        if self.refuse_when_busy():
             return
         if self.integrity_running:
             notify(self, "Wait for the integrity check to finish (or cancel it with esc).", severity="warning")
             return
-        self._fixing = True
-        self._preview(self.sd, check)
 
-    @work(thread=True, exclusive=True, group="health-fix", exit_on_error=False, description="Preview a repair")
-    def _preview(self, sd: SessionDir, check: HealthCheck) -> None:
-        from store.health.fixes import repair_for
+        def make(sd: SessionDir) -> Repair:
+            from store.health.fixes import repair_for
 
-        try:
-            repair = repair_for(sd, check)
-            preview = repair.preview()
-        except Exception as exc:  # noqa: BLE001
-            self.post_message(FixPreviewed(check, None, None, describe_error(exc)))
-            return
-        self.post_message(FixPreviewed(check, repair, preview))
+            return repair_for(sd, check)
 
-    @on(FixPreviewed)
-    def _previewed(self, message: FixPreviewed) -> None:
-        preview, repair = message.preview, message.repair
-        if preview is None or repair is None:
-            self._fixing = False
-            self._report(message.error or "The repair could not be prepared.", refused=False)
-            return
-        if preview.refusal:
-            self._fixing = False
-            self._report(f"Refused: {one_line(preview.refusal)}", refused=True)
-            return
-        from tui.widgets.confirm import ConfirmDialog, ConfirmRequest
+        def confirm(preview: RepairPreview) -> ConfirmRequest:
+            from tui.widgets.confirm import ConfirmRequest
 
-        request = ConfirmRequest(
-            title=one_line(preview.title), preview="\n".join(preview.lines()), affected=len(preview.changes),
-            noun="item", confirm_label="Apply", opened_by=self._key_for("health.fix"),
-            phrase=RESET_PHRASE if preview.repair_id == "reset-db" else "")
+            return ConfirmRequest.of_preview(preview, noun="item", opened_by=key_for(self, "health.fix"),
+                                             phrase=RESET_PHRASE if preview.repair_id == "reset-db" else "")
 
-        def decided(confirmed: bool | None) -> None:
-            if confirmed and self.sd is not None:
-                self._apply(self.sd, message.check, repair, preview)
-            else:
-                self._fixing = False
-                notify(self, "Nothing was changed.", title=preview.title, timeout=3)
+        self.start_repair("fix_selected", make, confirm, done=self._fixed)
 
-        try:
-            dialog = ConfirmDialog(request)
-        except ValueError as exc:
-            self._fixing = False
-            notify(self, str(exc), title="Cannot confirm", severity="error")
-            return
-        self.app.push_screen(dialog, decided)
-
-    @work(thread=True, exclusive=True, group="health-fix", exit_on_error=False, description="Apply a repair")
-    def _apply(self, sd: SessionDir, check: HealthCheck, repair: Repair, preview: RepairPreview) -> None:
-        try:
-            result = repair.apply(preview)
-        except Exception as exc:  # noqa: BLE001 - a refusal or a failure: one sentence
-            self.post_message(FixFinished(check, None, describe_error(exc)))
-            return
-        self.post_message(FixFinished(check, result))
-
-    @on(FixFinished)
-    def _finished(self, message: FixFinished) -> None:
-        self._fixing = False
-        if message.result is not None:
-            self.last_result = message.result
-            self.last_error = ""
-            notify(self, message.result.message, title="Repaired", timeout=8)
-        else:
-            self._report(message.error, refused=message.error.startswith("Refused"))
-        self.overrides.pop("db.integrity_check", None)  # the database may be another one now (reset)
-        self.health_list.reload()
-
-    def _report(self, text: str, *, refused: bool) -> None:
-        self.last_result = None
-        self.last_error = text
-        notify(self, text, title="Not repaired" if refused else "Repair failed", severity="error", timeout=12)
-
-    def _key_for(self, action_id: str) -> str:
-        for key, active in self.active_bindings.items():
-            if active.binding.id == action_id:
-                return key
-        return actions.get(action_id).key.split(",")[0]
+    def _fixed(self, outcome: Outcome[RepairResult]) -> None:
+        if outcome.stage == "apply":
+            self.overrides.pop("db.integrity_check", None)  # the database may be another one now (reset)
+            self.health_list.reload()
 
 
 __all__ = ["HealthScreen", "detail_text"]

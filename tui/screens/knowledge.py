@@ -31,11 +31,10 @@ from tui.context import store
 from tui.formatting import describe_error, one_line, plural
 from tui.lifecycle import ReportsWorkerFailures
 from tui.messages import WorkerFailed
+from tui.repair_flow import NO_REFUSALS, FlowWords, Outcome, RepairFlow
 from tui.safe import data_line, data_text, notify
 from tui.screens.knowledge_panes import (
     BasesLoaded,
-    ClearApplied,
-    ClearPreviewed,
     QueryAnswered,
     SourcesRead,
     chunk_text,
@@ -63,8 +62,9 @@ if TYPE_CHECKING:
     from store.knowledge.clear import ClearIndexRepair
     from store.knowledge.model import Chunk, QueryResult
     from store.knowledge.publish import BaseSummary
-    from store.mothx.repair_kit import RepairPreview
+    from store.mothx.repair_kit import RepairPreview, RepairResult
     from store.mothx.sessiondir import SessionDir
+    from tui.widgets.confirm import ConfirmRequest
 
 HISTORY_CAP = 100
 
@@ -102,13 +102,42 @@ class QueryInput(Input):
 # --- the screen -------------------------------------------------------------------------------------------------
 
 
-class KnowledgeScreen(ReportsWorkerFailures, Screen[None]):
+class ClearAtApply:
+    """The clear of one base's index (:class:`store.knowledge.clear.ClearIndexRepair`), stamped with the time it
+    is applied, not the time it was previewed."""
+
+    def __init__(self, sd: SessionDir, base_id: str) -> None:
+        self.sd = sd
+        self.base_id = base_id
+
+    def _repair(self) -> ClearIndexRepair:
+        from store.knowledge.base import mode_of
+        from store.knowledge.clear import ClearIndexRepair
+        from store.times import format_rfc3339
+
+        sd = self.sd
+        return ClearIndexRepair(sd.root, mode_of(sd.mode, sd.writable), self.base_id, format_rfc3339())
+
+    def preview(self) -> RepairPreview:
+        return self._repair().preview()
+
+    def apply(self, expected: RepairPreview | None = None) -> RepairResult:
+        return self._repair().apply(expected)
+
+
+class KnowledgeScreen(RepairFlow, ReportsWorkerFailures, Screen[None]):
     """Knowledge bases, a query, and the chunks, graph and evidence of its answer."""
 
     ACTION_SCOPE: ClassVar[str] = "knowledge"
     BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Knowledge screen"
     AUTO_FOCUS = "#kb-bases"
+    REPAIR_GROUP: ClassVar[str] = "kb-clear"
+    REPAIR_WORDS: ClassVar[FlowWords] = FlowWords(
+        done="Index cleared", refused="Clear refused", failed="Clear refused", preview_failed="Cannot preview the clear",
+        done_timeout=None, refused_timeout=None, failed_timeout=None, say_cancelled=False,
+        preview_work="Preview clearing an index", apply_work="Clear an index")
+    REPAIR_REFUSALS: ClassVar[tuple[str, ...]] = NO_REFUSALS
 
     DEFAULT_CSS = """
     KnowledgeScreen #kb-top { height: 7; }
@@ -133,7 +162,6 @@ class KnowledgeScreen(ReportsWorkerFailures, Screen[None]):
         self.result: QueryResult | None = None
         self.cited: dict[str, Chunk] = {}
         self.show_dropped = False
-        self.busy: set[str] = set()
 
     def compose(self) -> ComposeResult:
         yield AppHeader(section="Knowledge")
@@ -467,78 +495,31 @@ class KnowledgeScreen(ReportsWorkerFailures, Screen[None]):
         if self.sd is None or not self.base_id:
             notify(self, "There is no knowledge base to clear.", severity="warning", timeout=3)
             return
-        if "clear" in self.busy:
+        if self.repair_busy:
             notify(self, "A clear is being previewed already.", timeout=2)
             return
-        self.busy.add("clear")
-        self._preview_clear(self.sd, self.base_id)
+        base_id = self.base_id
 
-    def _clear_repair(self, sd: SessionDir, base_id: str) -> ClearIndexRepair:
-        from store.knowledge.base import mode_of
-        from store.knowledge.clear import ClearIndexRepair
-        from store.times import format_rfc3339
+        def confirm(preview: RepairPreview) -> ConfirmRequest | None:
+            if not preview.changes:
+                notify(self, f"Knowledge base {one_line(base_id)} is unindexed already: nothing to clear.", timeout=3)
+                return None
+            from tui.widgets.confirm import ConfirmRequest
 
-        return ClearIndexRepair(sd.root, mode_of(sd.mode, sd.writable), base_id, format_rfc3339())
+            return ConfirmRequest.of_preview(preview, title=preview.title, noun="row group", confirm_label="Clear",
+                                             opened_by="X")
 
-    @work(thread=True, exclusive=True, group="kb-clear", exit_on_error=False, description="Preview clearing an index")
-    def _preview_clear(self, sd: SessionDir, base_id: str) -> None:
-        try:
-            preview = self._clear_repair(sd, base_id).preview()
-        except Exception as exc:  # noqa: BLE001
-            self.post_message(ClearPreviewed(base_id, None, describe_error(exc)))
-            return
-        self.post_message(ClearPreviewed(base_id, preview))
+        self.start_repair("clear_index", lambda sd: ClearAtApply(sd, base_id), confirm, done=self._cleared)
 
-    @on(ClearPreviewed)
-    def _clear_previewed(self, message: ClearPreviewed) -> None:
-        preview = message.preview
-        if preview is None:
-            self.busy.discard("clear")
-            notify(self, message.error, title="Cannot preview the clear", severity="error")
-            return
-        if not preview.changes:
-            self.busy.discard("clear")
-            notify(self, f"Knowledge base {one_line(message.base_id)} is unindexed already: nothing to clear.",
-                   timeout=3)
-            return
-        from tui.widgets.confirm import ConfirmDialog, ConfirmRequest
-
-        request = ConfirmRequest(title=preview.title, preview="\n".join(preview.lines()), affected=len(preview.changes),
-                                 noun="row group", confirm_label="Clear", opened_by="X")
-
-        def done(confirmed: bool | None) -> None:
-            if confirmed and self.sd is not None:
-                self._apply_clear(self.sd, message.base_id, preview)
-            else:
-                self.busy.discard("clear")
-
-        self.app.push_screen(ConfirmDialog(request), done)
-
-    @work(thread=True, exclusive=True, group="kb-clear", exit_on_error=False, description="Clear an index")
-    def _apply_clear(self, sd: SessionDir, base_id: str, preview: RepairPreview) -> None:
-        try:
-            result = self._clear_repair(sd, base_id).apply(preview)
-        except Exception as exc:  # noqa: BLE001
-            self.post_message(ClearApplied(base_id, "", describe_error(exc)))
-            return
-        self.post_message(ClearApplied(base_id, result.message))
-
-    @on(ClearApplied)
-    def _clear_applied(self, message: ClearApplied) -> None:
-        self.busy.discard("clear")
-        if message.error:
-            notify(self, message.error, title="Clear refused", severity="error")
-        else:
-            notify(self, message.message, title="Index cleared")
-        self.result = None
-        self._load_bases()
+    def _cleared(self, outcome: Outcome[RepairResult]) -> None:
+        if outcome.stage == "apply":
+            self.result = None
+            self._load_bases()
 
     @on(WorkerFailed)
     def _worker_failed(self, message: WorkerFailed) -> None:
-        if message.group == "kb-clear":
-            self.busy.discard("clear")
-        elif message.group == "kb-query":
+        if message.group == "kb-query":
             self.chunk_list.show_message(f"✗ {message.reason}")
 
 
-__all__ = ["KnowledgeScreen", "QueryInput"]
+__all__ = ["ClearAtApply", "KnowledgeScreen", "QueryInput"]

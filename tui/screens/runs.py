@@ -18,8 +18,8 @@ after a repair, and when the earliest valid lease shown reaches its expiry (the 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -27,15 +27,15 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.message import Message
 from textual.screen import ModalScreen, Screen
-from textual.timer import Timer
 
 from tui import actions
 from tui.clipboard import copy
 from tui.context import services, store
+from tui.countdown import ListTimers, clock_now
 from tui.formatting import describe_error, one_line, plural
 from tui.lifecycle import ReportsWorkerFailures
 from tui.live import LiveChanged
-from tui.messages import WorkerFailed
+from tui.repair_flow import FlowWords, Outcome, RepairFlow, ask, key_for
 from tui.safe import data_line, markup_escape, notify
 from tui.widgets.header import AppHeader
 from tui.widgets.keybar import KeyBar
@@ -48,14 +48,8 @@ if TYPE_CHECKING:
     from textual.widgets import Button
 
     from store.mothx.recovery import InterruptedTools
-    from store.mothx.repairs import Repair, RepairPreview, RepairResult
+    from store.mothx.repairs import Repair, RepairResult
     from store.mothx.sessiondir import SessionDir
-
-TICK_S = 1.0
-"""The countdowns repaint this often (no database read)."""
-
-MARK_HOLD_S = 2.0
-"""A row marked as changed by a live refresh stays marked until the next refresh, or this long at most."""
 
 EXPIRY_GRACE_S = 0.5
 """After the earliest shown lease expires, its session is re-read this much later (the SQLite clock agrees)."""
@@ -78,23 +72,6 @@ class RepairJob:
     kwargs: dict[str, object] = field(default_factory=dict)
     opened_by: str = ""
     label: str = ""
-
-
-@dataclass
-class PreviewReady(Message):
-    job: RepairJob
-    repair: Repair
-    preview: RepairPreview
-
-
-@dataclass
-class RepairFinished(Message):
-    """``result`` when applied; else ``error`` (one sentence) and whether it was a refusal."""
-
-    job: RepairJob
-    result: RepairResult | None
-    error: str = ""
-    refused: bool = False
 
 
 @dataclass
@@ -191,7 +168,7 @@ class ToolPickDialog(ModalScreen[list[str] | None]):
 # --- the screen --------------------------------------------------------------------------------------------------
 
 
-class RunsScreen(ReportsWorkerFailures, Screen[None]):
+class RunsScreen(RepairFlow, ReportsWorkerFailures, Screen[None]):
     """Runs of every session (or of one), their leases and recovery records; repairs after a preview."""
 
     CSS_PATH = Path(__file__).with_name("runs.tcss")
@@ -199,18 +176,15 @@ class RunsScreen(ReportsWorkerFailures, Screen[None]):
     BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
     HELP_TITLE: ClassVar[str] = "Runs screen"
     AUTO_FOCUS = "RunList"
+    REPAIR_GROUP: ClassVar[str] = "runs-repair"
+    REPAIR_WORDS: ClassVar[FlowWords] = FlowWords(failed_timeout=10)
 
     def __init__(self, session_id: str | None = None, *, orphaned_only: bool = False) -> None:
         super().__init__()
         self.sd: SessionDir | None = None
         self.scope = RunScope(session_id=session_id, orphaned_only=orphaned_only)
-        self._tick: Timer | None = None
-        self._expiry_timer: Timer | None = None
-        self._expiry_at: int | None = None
-        self._marked_at = 0.0
-        self._busy = False  # a repair is being previewed or applied
-        self.last_result: RepairResult | None = None
-        self.last_error = ""
+        self.timers = ListTimers(self, lambda: self.run_list, lambda: self.query_one(RunFacts),
+                                 grace_s=EXPIRY_GRACE_S, horizon_s=EXPIRY_HORIZON_S)
 
     def compose(self) -> ComposeResult:
         yield AppHeader(section="Runs")
@@ -226,7 +200,7 @@ class RunsScreen(ReportsWorkerFailures, Screen[None]):
         self._show_scope()
         if sd is not None:
             self.attach(sd)
-        self._tick = self.set_interval(TICK_S, self._on_tick)
+        self.timers.start()
 
     def attach(self, sd: SessionDir, first_page: RunsPage | None = None) -> None:
         """Show the runs of ``sd``; ``first_page`` is the first read of this screen's scope, when done already."""
@@ -238,18 +212,6 @@ class RunsScreen(ReportsWorkerFailures, Screen[None]):
     @property
     def run_list(self) -> RunList:
         return self.query_one(RunList)
-
-    def now(self) -> float:
-        app = services(self)
-        return float(app.clock()) if app is not None else time.time()  # a test host: the wall clock
-
-    @on(WorkerFailed)
-    def _worker_failed(self, message: WorkerFailed) -> None:
-        """A repair worker failed outside its own error path: the next repair may start (the app notifies)."""
-        if message.group == "runs-repair":
-            self._busy = False
-            self.last_result = None
-            self.last_error = message.reason
 
     def _show_scope(self) -> None:
         parts = ["all sessions" if self.scope.session_id is None else f"session {self.scope.session_id}"]
@@ -285,8 +247,7 @@ class RunsScreen(ReportsWorkerFailures, Screen[None]):
     @on(RowList.Failed, "#runs")
     @on(RowList.Loaded, "#runs")
     def _list_changed(self, message: RowList.Loaded | RowList.Failed) -> None:
-        if isinstance(message, RowList.Loaded) and message.changed:
-            self._marked_at = time.monotonic()
+        self.timers.loaded(isinstance(message, RowList.Loaded) and bool(message.changed))
         self._show_counts()
         self._show_scope()
         self._plan_expiry()
@@ -323,33 +284,12 @@ class RunsScreen(ReportsWorkerFailures, Screen[None]):
             raise RuntimeError("the Runs screen opens transcripts through the Sessionscope app")
         app.open_transcript(message.row.session_id)
 
-    def _on_tick(self) -> None:
-        """Repaint the countdowns (no read); drop change marks after one refresh cycle."""
-        lst = self.run_list
-        if lst.changed and time.monotonic() - self._marked_at >= MARK_HOLD_S:
-            lst.clear_marks()
-        lst.refresh_cells()
-        self.query_one(RunFacts).refresh()
-
     def _plan_expiry(self) -> None:
         """Re-read when the earliest valid lease shown expires: its run may have become orphaned."""
-        expiry = self.run_list.next_expiry()
-        if expiry == self._expiry_at and self._expiry_timer is not None:
-            return
-        if self._expiry_timer is not None:
-            self._expiry_timer.stop()
-            self._expiry_timer = None
-        self._expiry_at = expiry
-        if expiry is None:
-            return
-        delay = expiry - self.now() + EXPIRY_GRACE_S
-        if 0 < delay <= EXPIRY_HORIZON_S:
-            self._expiry_timer = self.set_timer(delay, self._lease_expired)
+        self.timers.plan(self.run_list.next_expiry(), self._lease_expired)
 
     def _lease_expired(self) -> None:
-        self._expiry_timer = None
-        self._expiry_at = None
-        now = self.now()
+        now = clock_now(self)
         lst = self.run_list
         due = {row.session_id for row in lst.active_rows
                if row.listing.lease is not None and row.listing.lease.state == "active"
@@ -374,10 +314,7 @@ class RunsScreen(ReportsWorkerFailures, Screen[None]):
     # --- actions ----------------------------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action not in WRITE_ACTIONS:
-            return True
-        sd = self.sd or store(self)
-        return actions.check_write(action, sd is not None and sd.writable)
+        return self.check_write_action(action, WRITE_ACTIONS)
 
     def action_refresh(self) -> None:
         self.run_list.reload()
@@ -414,8 +351,7 @@ class RunsScreen(ReportsWorkerFailures, Screen[None]):
         row = self.run_list.selected
         if row is None:
             notify(self, "No run is selected.", severity="warning")
-        elif self._busy:
-            notify(self, "A repair is already being prepared or applied.", severity="warning")
+        elif self.refuse_when_busy():
             return None
         return row
 
@@ -423,124 +359,43 @@ class RunsScreen(ReportsWorkerFailures, Screen[None]):
         row = self._target()
         if row is None:
             return
-        key = self._key_for("runs.recover")
-        self._start_preview(RepairJob("recover-run", row.session_id, {"run_id": row.run_id}, key, f"run {row.run_id}"))
+        key = key_for(self, "runs.recover")
+        self._start_repair("recover_run", RepairJob("recover-run", row.session_id, {"run_id": row.run_id}, key,
+                                                    f"run {row.run_id}"))
 
     def action_release_lease(self) -> None:
         row = self._target()
         if row is None:
             return
-        key = self._key_for("runs.release-lease")
-        self._start_preview(RepairJob("release-lease", row.session_id, {"session_id": row.session_id}, key,
-                                      f"the lease of session {row.session_id}"))
+        key = key_for(self, "runs.release-lease")
+        self._start_repair("release_lease", RepairJob("release-lease", row.session_id, {"session_id": row.session_id},
+                                                      key, f"the lease of session {row.session_id}"))
 
     def action_abandon_tools(self) -> None:
         row = self._target()
         if row is None or self.sd is None:
             return
-        self._busy = True
-        key = self._key_for("runs.abandon-tools")
+        self.repair_busy = True
+        key = key_for(self, "runs.abandon-tools")
         self._list_tools(self.sd, RepairJob("abandon-tools", row.session_id, {}, key, f"session {row.session_id}"))
 
-    def _key_for(self, action_id: str) -> str:
-        """The key that opened an action now (after the user's keymap), so the dialog refuses it as confirm."""
-        for key, active in self.active_bindings.items():
-            if active.binding.id == action_id:
-                return key
-        return actions.get(action_id).key.split(",")[0]
+    # --- the repair path (tui.repair_flow) --------------------------------------------------------------------
 
-    # --- the repair path --------------------------------------------------------------------------------------
-
-    def _start_preview(self, job: RepairJob) -> None:
-        if self.sd is None:
-            return
-        self._busy = True
-        self._preview(self.sd, job)
-
-    @work(thread=True, exclusive=True, group="runs-repair", exit_on_error=False, description="Preview a repair")
-    def _preview(self, sd: SessionDir, job: RepairJob) -> None:
-        try:
+    def _start_repair(self, action: str, job: RepairJob) -> None:
+        def make(sd: SessionDir) -> Repair:
             from store.mothx.repairs import make_repair
 
-            repair = make_repair(sd, job.repair_id, **job.kwargs)
-            preview = repair.preview()
-        except Exception as exc:  # noqa: BLE001 - one sentence, never a traceback
-            self.post_message(RepairFinished(job, None, describe_error(exc)))
+            return make_repair(sd, job.repair_id, **job.kwargs)
+
+        self.start_repair(action, make, ask(noun="row", opened_by=job.opened_by), done=partial(self._repaired, job),
+                          refused_title=f"Not repaired: {job.label}")
+
+    def _repaired(self, job: RepairJob, outcome: Outcome[RepairResult]) -> None:
+        if outcome.stage == "cancelled" or (outcome.stage == "preview" and outcome.refused):
             return
-        self.post_message(PreviewReady(job, repair, preview))
-
-    @on(PreviewReady)
-    def _preview_ready(self, message: PreviewReady) -> None:
-        preview = message.preview
-        if preview.refusal:
-            self._busy = False
-            self._report_refusal(message.job, f"Refused: {one_line(preview.refusal)}")
-            return
-        from tui.widgets.confirm import ConfirmDialog, ConfirmRequest
-
-        changes = len(preview.changes)
-        request = ConfirmRequest(
-            title=one_line(preview.title),
-            preview="\n".join(preview.lines()),
-            affected=changes,
-            noun="row",
-            confirm_label="Apply",
-            opened_by=message.job.opened_by,
-        )
-
-        def decided(confirmed: bool | None) -> None:
-            if confirmed and self.sd is not None:
-                self._apply(self.sd, message.job, message.repair, preview)
-            else:
-                self._busy = False
-                notify(self, "Nothing was changed.", title=preview.title, timeout=3)
-
-        try:
-            dialog = ConfirmDialog(request)
-        except ValueError as exc:  # the user mapped the action onto the confirm key
-            self._busy = False
-            notify(self, str(exc), title="Cannot confirm", severity="error")
-            return
-        self.app.push_screen(dialog, decided)
-
-    @work(thread=True, exclusive=True, group="runs-repair", exit_on_error=False, description="Apply a repair")
-    def _apply(self, sd: SessionDir, job: RepairJob, repair: Repair, preview: RepairPreview) -> None:
-        from store.errors import LeaseBusy, LeaseLost, ReadOnlyStore, RepairRefused
-
-        try:
-            result = repair.apply(preview)
-        except (RepairRefused, LeaseBusy, LeaseLost, ReadOnlyStore) as exc:
-            text = describe_error(exc)
-            self.post_message(RepairFinished(job, None, text if text.startswith("Refused") else f"Refused: {text}",
-                                             refused=True))
-            return
-        except Exception as exc:  # noqa: BLE001 - e.g. RecoveryFailed: the record says when to retry
-            self.post_message(RepairFinished(job, None, describe_error(exc)))
-            return
-        self.post_message(RepairFinished(job, result))
-
-    @on(RepairFinished)
-    def _finished(self, message: RepairFinished) -> None:
-        self._busy = False
-        job = message.job
-        if message.result is not None:
-            self.last_result = message.result
-            self.last_error = ""
-            notify(self, message.result.message, title="Repaired", timeout=8)
-        elif message.refused:
-            self._report_refusal(job, message.error)
-        else:
-            self.last_result = None
-            self.last_error = message.error
-            notify(self, message.error, title="Repair failed", severity="error", timeout=10)
         # what was written (or found) is shown only after reading it back
         self.run_list.refresh_sessions({job.session_id})
         self.query_one(RunTimeline).refresh_events()
-
-    def _report_refusal(self, job: RepairJob, text: str) -> None:
-        self.last_result = None
-        self.last_error = text
-        notify(self, text, title=f"Not repaired: {job.label}", severity="error", timeout=12)
 
     # --- tool calls -------------------------------------------------------------------------------------------
 
@@ -560,11 +415,11 @@ class RunsScreen(ReportsWorkerFailures, Screen[None]):
         job = message.job
         tools = message.tools
         if tools is None:
-            self._busy = False
+            self.repair_busy = False
             notify(self, message.error, title="Cannot list tool calls", severity="error")
             return
         if not tools.records:
-            self._busy = False
+            self.repair_busy = False
             note = ""
             if tools.dangling_calls:
                 n = len(tools.dangling_calls)
@@ -576,19 +431,21 @@ class RunsScreen(ReportsWorkerFailures, Screen[None]):
 
         def picked(call_ids: list[str] | None) -> None:
             if not call_ids:
-                self._busy = False
+                self.repair_busy = False
                 return
             turns = sorted({r.local_turn_id for r in tools.records if r.provider_call_id in call_ids})
             if len(turns) != 1:
-                self._busy = False
+                self.repair_busy = False
                 notify(self, "Choose calls of one turn at a time (the repair works on one turn).",
                             title="Abandon tools", severity="warning")
                 return
-            self._start_preview(RepairJob("abandon-tools", job.session_id,
-                                          {"session_id": job.session_id, "turn_id": turns[0], "call_ids": call_ids},
-                                          job.opened_by, f"turn {turns[0]} of session {job.session_id}"))
+            self.repair_busy = False  # the picker's part ends: the repair's own path starts
+            self._start_repair("abandon_tools", RepairJob(
+                "abandon-tools", job.session_id, {"session_id": job.session_id, "turn_id": turns[0],
+                                                  "call_ids": call_ids},
+                job.opened_by, f"turn {turns[0]} of session {job.session_id}"))
 
         self.app.push_screen(ToolPickDialog(tools), picked)
 
 
-__all__ = ["RunsScreen", "ToolPickDialog", "RepairJob", "PreviewReady", "RepairFinished"]
+__all__ = ["RunsScreen", "ToolPickDialog", "RepairJob"]

@@ -7,7 +7,8 @@ there are. Path: the preview in a worker → a refusal is one notification namin
 :class:`~tui.widgets.confirm.ConfirmDialog` (Cancel focused; ``y`` confirms; deleting more than one session also
 asks for a typed phrase) → ``apply()`` in a worker → a notification; the list is read again and the marks of the
 changed sessions are dropped. Rename and project first ask for the text (:class:`~tui.widgets.text_prompt.
-TextPrompt`); rename works on one session.
+TextPrompt`); rename works on one session. The path itself is :class:`tui.repair_flow.RepairFlow`'s (the Sessions
+screen has it, with :data:`WORDS`).
 """
 
 from __future__ import annotations
@@ -16,18 +17,32 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tui import actions
-from tui.formatting import describe_error, one_line
+from store.errors import StoreError
+from tui.repair_flow import FlowWords, Outcome, key_for
 from tui.safe import notify
 
 SessionsScreen = Any
 """The Sessions screen (not imported: it imports this module; it has ``sd``, ``current_query()``,
-``action_refresh()``, ``_manage_busy`` and a :class:`SessionList`)."""
+``action_refresh()``, :class:`~tui.repair_flow.RepairFlow` and a :class:`SessionList`)."""
 
 if TYPE_CHECKING:
-    from store.mothx.repair_kit import Repair, RepairPreview
+    from store.mothx.repair_kit import Repair, RepairPreview, RepairResult
     from store.mothx.sessiondir import SessionDir
+    from tui.widgets.confirm import ConfirmRequest
     from tui.widgets.session_list import SessionList
+
+WORDS = FlowWords(done="Changed", refused="Not changed", failed="Not changed", cannot_confirm="Not changed",
+                  confirm_timeout=12, busy="A change is already being prepared or applied.",
+                  preview_work="Preview a session change", apply_work="Apply a session change")
+"""The words of the Sessions screen's writes."""
+
+LABELS = {"delete": "Delete", "pin": "Pin", "unpin": "Unpin", "project": "Assign", "rename": "Rename"}
+ACTIONS = {"delete": "delete_sessions", "pin": "toggle_pin", "unpin": "toggle_pin", "project": "set_project",
+           "rename": "rename_session"}
+
+
+class FilterHidesAll(StoreError):
+    """Every target is hidden by the filter: nothing is previewed."""
 
 
 @dataclass(frozen=True)
@@ -53,13 +68,6 @@ def targets(screen: SessionsScreen) -> tuple[str, ...]:
     return (row.id,) if row is not None else ()
 
 
-def key_for(screen: SessionsScreen, action_id: str) -> str:
-    for key, active in screen.active_bindings.items():
-        if active.binding.id == action_id:
-            return key
-    return actions.get(action_id).key.split(",")[0]
-
-
 def begin(screen: SessionsScreen, kind: str) -> None:
     """The key of ``kind`` was pressed on the Sessions screen."""
     sd = screen.sd
@@ -70,8 +78,7 @@ def begin(screen: SessionsScreen, kind: str) -> None:
     if not ids:
         notify(screen, "No session is selected.", severity="warning")
         return
-    if getattr(screen, "_manage_busy", False):
-        notify(screen, "A change is already being prepared or applied.", severity="warning")
+    if screen.refuse_when_busy():
         return
     action_id = {"delete": "sessions.delete", "pin": "sessions.pin", "project": "sessions.project",
                  "rename": "sessions.rename"}[kind]
@@ -83,18 +90,18 @@ def begin(screen: SessionsScreen, kind: str) -> None:
         row = _list(screen).row_of(ids[0])
         current = row.title if row is not None else ""
         _prompt(screen, "Rename a session", f"New title for session {ids[0]}:", current, False,
-                lambda text: _start(screen, sd, Job("rename", ids, text, opened_by)))
+                lambda text: _start(screen, Job("rename", ids, text, opened_by)))
         return
     if kind == "project":
         _prompt(screen, "Assign a project", f"Project name for {_count(len(ids))} (empty: no project):", "", True,
-                lambda text: _start(screen, sd, Job("project", ids, text, opened_by)))
+                lambda text: _start(screen, Job("project", ids, text, opened_by)))
         return
     if kind == "pin":
         rows = [_list(screen).row_of(i) for i in ids]
         pinned = all(r is not None and r.pinned for r in rows)
-        _start(screen, sd, Job("unpin" if pinned else "pin", ids, "", opened_by))
+        _start(screen, Job("unpin" if pinned else "pin", ids, "", opened_by))
         return
-    _start(screen, sd, Job("delete", ids, "", opened_by))
+    _start(screen, Job("delete", ids, "", opened_by))
 
 
 def _count(n: int) -> str:
@@ -126,90 +133,45 @@ def make(sd: SessionDir, job: Job, ids: tuple[str, ...]) -> Repair:
     return admin.RenameSession(sd, ids[0], job.text)
 
 
-def _start(screen: SessionsScreen, sd: SessionDir, job: Job) -> None:
-    screen._manage_busy = True
-    query = screen.current_query()
+@dataclass
+class _Shown:
+    """How many targets the filter shows and hides (counted in the preview's worker, read after it)."""
 
-    def work() -> None:
+    count: int = 0
+    hidden: int = 0
+
+
+def _start(screen: SessionsScreen, job: Job) -> None:
+    query = screen.current_query()
+    shown = _Shown()
+
+    def build(sd: SessionDir) -> Repair:
         from store.mothx.sessions import position_of
 
-        try:
-            shown = tuple(i for i in job.ids if position_of(sd, i, query.flt, query.sort, query.descending)
-                          is not None)
-            hidden = len(job.ids) - len(shown)
-            if not shown:
-                screen.app.call_from_thread(_done, screen, job, None,
-                                            f"The filter hides every marked session ({hidden}); nothing was changed.")
-                return
-            repair = make(sd, job, shown)
-            preview = repair.preview()
-        except Exception as exc:  # noqa: BLE001 - one sentence, never a traceback
-            screen.app.call_from_thread(_done, screen, job, None, describe_error(exc))
+        ids = tuple(i for i in job.ids if position_of(sd, i, query.flt, query.sort, query.descending) is not None)
+        shown.count, shown.hidden = len(ids), len(job.ids) - len(ids)
+        if not ids:
+            raise FilterHidesAll(f"The filter hides every marked session ({shown.hidden}); nothing was changed.")
+        return make(sd, job, ids)
+
+    def confirm(preview: RepairPreview) -> ConfirmRequest:
+        from tui.widgets.confirm import ConfirmRequest
+
+        count = shown.count
+        return ConfirmRequest.of_preview(
+            preview, affected=count, noun="session", hidden_by_filter=shown.hidden, confirm_label=LABELS[job.kind],
+            opened_by=job.opened_by, phrase=f"delete {count} sessions" if job.kind == "delete" and count > 1 else "")
+
+    def done(outcome: Outcome[RepairResult]) -> None:
+        if outcome.result is None:
             return
-        screen.app.call_from_thread(_confirm, screen, sd, job, repair, preview, len(shown), hidden)
-
-    screen.run_worker(work, thread=True, exclusive=True, group="sessions-manage", exit_on_error=False,
-                      description="Preview a session change")
-
-
-def _confirm(screen: SessionsScreen, sd: SessionDir, job: Job, repair: Repair, preview: RepairPreview, count: int,
-             hidden: int) -> None:
-    if preview.refusal:
-        _done(screen, job, None, f"Refused: {one_line(preview.refusal)}")
-        return
-    from tui.widgets.confirm import ConfirmDialog, ConfirmRequest
-
-    labels = {"delete": "Delete", "pin": "Pin", "unpin": "Unpin", "project": "Assign", "rename": "Rename"}
-    request = ConfirmRequest(
-        title=one_line(preview.title),
-        preview="\n".join(preview.lines()),
-        affected=count,
-        noun="session",
-        hidden_by_filter=hidden,
-        confirm_label=labels[job.kind],
-        opened_by=job.opened_by,
-        phrase=f"delete {count} sessions" if job.kind == "delete" and count > 1 else "",
-    )
-
-    def decided(confirmed: bool | None) -> None:
-        if not confirmed:
-            _done(screen, job, None, "")
-            notify(screen, "Nothing was changed.", title=preview.title, timeout=3)
-            return
-
-        def apply() -> None:
-            try:
-                result = repair.apply(preview)
-            except Exception as exc:  # noqa: BLE001 - a refusal or a failure, as one sentence
-                text = describe_error(exc)
-                screen.app.call_from_thread(_done, screen, job, None,
-                                            text if text.startswith("Refused") else f"Refused: {text}")
-                return
-            screen.app.call_from_thread(_done, screen, job, result.message, "", preview.session_id)
-
-        screen.run_worker(apply, thread=True, exclusive=True, group="sessions-manage", exit_on_error=False,
-                          description="Apply a session change")
-
-    try:
-        dialog = ConfirmDialog(request)
-    except ValueError as exc:  # the user mapped the action onto the confirm key
-        _done(screen, job, None, str(exc))
-        return
-    screen.app.push_screen(dialog, decided)
-
-
-def _done(screen: SessionsScreen, job: Job, message: str | None, error: str, _sid: str = "") -> None:
-    screen._manage_busy = False
-    screen.manage_last = (message, error)
-    if message is not None:
         lst = _list(screen)
         for i in job.ids:
             lst.marked.pop(i, None)
         lst.refresh_cells()
-        notify(screen, message, title="Changed", timeout=8)
         screen.action_refresh()  # what was written is shown only after reading it back
-    elif error:
-        notify(screen, error, title="Not changed", severity="error", timeout=12)
+
+    screen.start_repair(ACTIONS[job.kind], build, confirm, done=done)
 
 
-__all__ = ["Job", "begin", "targets", "make"]
+__all__ = ["WORDS", "FilterHidesAll", "Job", "begin", "targets", "make"]

@@ -4,18 +4,19 @@ Its source switch (``a``) cycles the mothx sessions of ``sessions.db`` and the c
 sessions (checkpoints, :mod:`store.agents.native_catalog`); only sources that have sessions are offered, and the key is
 hidden while there are none. The captured lists are read only when shown (after the mothx list's first rows),
 so the mothx list starts as fast as before. A directory with no mothx sessions but captured ones opens on them.
+
+Beside it: :mod:`tui.screens.session_query` (the filter box, facets, sort keys and the query line),
+:mod:`tui.screens.session_sources` (which sources are offered, and a captured list's status line) and
+:mod:`tui.screens.session_manage` (delete, pin, project and rename, on :class:`tui.repair_flow.RepairFlow`'s path).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.containers import Horizontal
-from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Static
@@ -23,11 +24,31 @@ from textual.widgets import Static
 from tui import actions
 from tui.clipboard import copy
 from tui.context import services
-from tui.formatting import describe_error, tildify
+from tui.formatting import describe_error
 from tui.lifecycle import ReportsWorkerFailures
 from tui.live import LiveChanged
-from tui.messages import FacetChoice, FacetsLoaded, UnfilteredCounted, WorkerFailed
-from tui.safe import data_line, markup_escape, notify
+from tui.messages import FacetsLoaded, UnfilteredCounted, WorkerFailed
+from tui.repair_flow import EVERY_ERROR, FlowWords, RepairFlow
+from tui.safe import data_line, notify
+from tui.screens import session_manage
+from tui.screens.session_query import (
+    FILTER_DEBOUNCE_S,
+    NATURAL_DESCENDING,
+    Facet,
+    FilterBar,
+    facet_commands,
+    query_for,
+    query_state,
+    read_facets,
+)
+from tui.screens.session_sources import (
+    MOTHX_ONLY_ACTIONS,
+    SOURCE_MOTHX,
+    SOURCE_TITLES,
+    AgentsCounted,
+    agent_status,
+    other_sources,
+)
 from tui.widgets.header import AppHeader
 from tui.widgets.keybar import KeyBar
 from tui.widgets.row_list import RowList
@@ -42,49 +63,8 @@ if TYPE_CHECKING:
     from store.mothx.sessions import SessionPage, SessionSummary
     from tui.widgets.native_session_list import AgentSessionList
 
-FILTER_DEBOUNCE_S = 0.25
-"""Typing in the filter box re-queries after this pause."""
 
-SORT_TITLES = {
-    "last_active": "last active",
-    "title": "title",
-    "messages": "messages",
-    "cwd": "work dir",
-    "created": "created",
-}
-
-NATURAL_DESCENDING = {"last_active": True, "title": False, "messages": True, "cwd": False, "created": True}
-"""The direction each sort key starts in (newest / biggest first; names A to Z)."""
-
-FACET_TITLES = {"cwd": "work dir", "project_id": "project", "channel_type": "channel"}
-
-SOURCE_MOTHX = "mothx"
-AGENT_ORDER = ("claude-code", "codex")
-SOURCE_TITLES = {SOURCE_MOTHX: "mothx sessions", "claude-code": "Claude Code", "codex": "Codex"}
-MOTHX_ONLY_ACTIONS = frozenset({"cycle_sort", "reverse_sort", "pick_facet", "session_runs", "delete_sessions",
-                                "toggle_pin", "set_project", "rename_session"})
-"""Keys that act on mothx sessions only (dimmed while a captured agent's sessions are listed)."""
-
-
-@dataclass
-class AgentsCounted(Message):
-    """How many captured sessions each agent has (``cycle``: the user asked for the next source)."""
-
-    counts: dict[str, int]
-    cycle: bool
-
-
-class FilterBar(Horizontal):
-    """``/`` and the filter box; mounted the first time the filter is opened (Input is not on the start path)."""
-
-    def compose(self) -> ComposeResult:
-        from textual.widgets import Input
-
-        yield Static("/", id="filter-prompt")
-        yield Input(placeholder="filter: id, work dir, channel or any text of the session", id="filter")
-
-
-class SessionsScreen(ReportsWorkerFailures, Screen[None]):
+class SessionsScreen(RepairFlow, ReportsWorkerFailures, Screen[None]):
     """Sessions: a Line-API list of every session, with a live filter, sort keys and facets."""
 
     CSS_PATH = Path(__file__).with_name("sessions.tcss")  # absolute: subclasses in other folders keep it
@@ -95,12 +75,15 @@ class SessionsScreen(ReportsWorkerFailures, Screen[None]):
         ("*", "Pinned", "The session is pinned in mothx (session_metadata.pinned); the mark only shows it, nothing here pins."),
     )
     AUTO_FOCUS = "SessionList"
+    REPAIR_GROUP: ClassVar[str] = "sessions-manage"  # delete, pin, project, rename: tui.screens.session_manage
+    REPAIR_WORDS: ClassVar[FlowWords] = session_manage.WORDS
+    REPAIR_REFUSALS: ClassVar[tuple[str, ...]] = EVERY_ERROR
 
     def __init__(self) -> None:
         super().__init__()
         self.sd: SessionDir | None = None
         self.search = ""
-        self.facet: tuple[str, str, str] | None = None  # (field, value, label)
+        self.facet: Facet | None = None
         self.sort_index = 0
         self.descending = True
         self.total: int | None = None
@@ -170,15 +153,7 @@ class SessionsScreen(ReportsWorkerFailures, Screen[None]):
         self._run_query(keep_position=False, first_page=first_page)
 
     def current_query(self) -> ListQuery:
-        from store.mothx.sessions import SessionFilter, SortKey
-
-        keys = list(SortKey)
-        flt = SessionFilter(search=self.search.strip())
-        if self.facet is not None:
-            field, value, _label = self.facet
-            changes: dict[str, Any] = {field: value}
-            flt = replace(flt, **changes)
-        return ListQuery(flt=flt, sort=keys[self.sort_index % len(keys)], descending=self.descending)
+        return query_for(self.search, self.facet, self.sort_index, self.descending)
 
     def _is_filtered(self) -> bool:
         return bool(self.search.strip()) or self.facet is not None
@@ -259,15 +234,8 @@ class SessionsScreen(ReportsWorkerFailures, Screen[None]):
     def _show_query_state(self, query: ListQuery) -> None:
         if self.source != SOURCE_MOTHX:
             return
-        arrow = "↓" if query.descending else "↑"
-        parts = [f"sort: {SORT_TITLES.get(query.sort.value, query.sort.value)} {arrow}"]
-        if self.facet is not None:
-            parts.append(f"{FACET_TITLES.get(self.facet[0], self.facet[0])}: {self.facet[2]}")
-        if self.search.strip():
-            parts.append(f"/{self.search.strip()}")
-        if self._other_sources():
-            parts.insert(0, f"source: {SOURCE_TITLES[SOURCE_MOTHX]} (a: next)")
-        self.query_one(StatusBar).query_text = "  ·  ".join(parts)
+        source = SOURCE_TITLES[SOURCE_MOTHX] if self._other_sources() else ""
+        self.query_one(StatusBar).query_text = query_state(query, self.facet, self.search, source)
 
     # --- actions ----------------------------------------------------------------------------------------------
 
@@ -351,50 +319,21 @@ class SessionsScreen(ReportsWorkerFailures, Screen[None]):
     @work(thread=True, exclusive=True, group="sessions-facets", exit_on_error=False, description="Read facets")
     def _load_facets(self, sd: SessionDir) -> None:
         try:
-            from store.mothx.sessions import facets
-
-            found = facets(sd)
+            choices = read_facets(sd)
         except Exception as exc:  # noqa: BLE001 - shown as one line, never a traceback
             self.app.call_from_thread(notify, self, describe_error(exc), title="Cannot read facets", severity="error")
             return
-        choices: list[FacetChoice] = []
-        for field, items in (
-            ("cwd", getattr(found, "cwds", ())),
-            ("project_id", getattr(found, "projects", ())),
-            ("channel_type", getattr(found, "channel_types", ())),
-        ):
-            for item in items or ():
-                value, label, count = _facet_item(item)
-                if not value:
-                    continue
-                choices.append(FacetChoice(field, value, tildify(label) if field == "cwd" else label, count))
         self.post_message(FacetsLoaded(choices))
 
     @on(FacetsLoaded)
     def _facets_loaded(self, message: FacetsLoaded) -> None:
-        from textual.command import SimpleCommand
-
-        commands: list[SimpleCommand] = []
-        if self.facet is not None:
-            commands.append(SimpleCommand("All sessions", lambda: self.set_facet(None), "Remove the facet filter."))
-        for choice in message.choices:
-            noun = FACET_TITLES.get(choice.field, choice.field)
-            name = f"{noun.capitalize()}: {choice.label}"
-            if choice.count is not None:
-                name += f"  ({choice.count:,})"
-            commands.append(
-                SimpleCommand(
-                    markup_escape(name),  # the palette reads names as markup; a path may hold brackets
-                    lambda c=choice: self.set_facet((c.field, c.value, c.label)),
-                    f"Show only sessions with this {noun}.",
-                )
-            )
+        commands = facet_commands(message.choices, self.facet, self.set_facet)
         if not commands:
             notify(self, "There is nothing to filter by: no work dirs, projects or channels.")
             return
         self.app.search_commands(commands, placeholder="Show only one work dir, project or channel…")
 
-    def set_facet(self, facet: tuple[str, str, str] | None) -> None:
+    def set_facet(self, facet: Facet | None) -> None:
         self.facet = facet
         self._run_query(keep_position=False)
 
@@ -466,24 +405,21 @@ class SessionsScreen(ReportsWorkerFailures, Screen[None]):
     # --- session management (tui.screens.session_manage: fenced, previewed repairs) -----------------------------
 
     def action_delete_sessions(self) -> None:
-        from tui.screens import session_manage
-
         session_manage.begin(self, "delete")
 
     def action_toggle_pin(self) -> None:
-        from tui.screens import session_manage
-
         session_manage.begin(self, "pin")
 
     def action_set_project(self) -> None:
-        from tui.screens import session_manage
-
         session_manage.begin(self, "project")
 
     def action_rename_session(self) -> None:
-        from tui.screens import session_manage
-
         session_manage.begin(self, "rename")
+
+    @property
+    def _manage_busy(self) -> bool:
+        """A session change is being prepared or applied (:attr:`RepairFlow.repair_busy`)."""
+        return self.repair_busy
 
     def action_session_forks(self) -> None:
         if self.source != SOURCE_MOTHX:
@@ -515,8 +451,7 @@ class SessionsScreen(ReportsWorkerFailures, Screen[None]):
     # --- the source switch: mothx sessions, captured Claude Code and Codex sessions ------------------------------
 
     def _other_sources(self) -> list[str]:
-        counts = self.agent_counts or {}
-        return [a for a in AGENT_ORDER if counts.get(a)] + sorted(a for a in counts if a not in AGENT_ORDER and counts[a])
+        return other_sources(self.agent_counts)
 
     def _sources(self) -> list[str]:
         return [SOURCE_MOTHX, *self._other_sources()]
@@ -618,25 +553,8 @@ class SessionsScreen(ReportsWorkerFailures, Screen[None]):
     def _show_agent_status(self) -> None:
         if self.source == SOURCE_MOTHX:
             return
-        agent_list = self._agent_list()
-        title = SOURCE_TITLES.get(self.source, self.source)
         bar = self.query_one(StatusBar)
-        every = agent_list.agent_total
-        if not agent_list.fetched:
-            bar.count = f"Reading {title} sessions…"
-        elif agent_list.error:
-            bar.count = f"{title} sessions unavailable"
-        elif agent_list.search:
-            shown = agent_list.count_text()
-            bar.count = f"{shown} of {every:,} (filtered)" if every is not None else f"{shown} (filtered)"
-        else:
-            n = agent_list.total if agent_list.total is not None else every
-            bar.count = (f"{n:,} {title} session{'' if n == 1 else 's'}" if n is not None
-                         else f"{agent_list.count_text()} {title} sessions")
-        parts = [f"source: {title} (a: next)", "captured checkpoints, newest last record first"]
-        if agent_list.search:
-            parts.append(f"/{agent_list.search}")
-        bar.query_text = "  ·  ".join(parts)
+        bar.count, bar.query_text = agent_status(self._agent_list(), self.source)
 
     # --- opening ----------------------------------------------------------------------------------------------
 
@@ -660,16 +578,3 @@ class SessionsScreen(ReportsWorkerFailures, Screen[None]):
 
         self.app.push_screen(NativeTranscriptScreen(self.sd, NativeRef(row.agent, row.agent_session_id)))
 
-
-def _facet_item(item: object) -> tuple[str, str, int | None]:
-    """(value, label, count) of one facet entry (a ``FacetValue``, a ``(value, label)`` pair or a string)."""
-    if isinstance(item, str):
-        return item, item, None
-    if isinstance(item, tuple):
-        value = str(item[0]) if item else ""
-        label = str(item[1]) if len(item) > 1 and item[1] else value
-        return value, label, None
-    value = str(getattr(item, "value", "") or "")
-    label = str(getattr(item, "label", "") or value)
-    count = getattr(item, "count", None)
-    return value, label, count if isinstance(count, int) else None

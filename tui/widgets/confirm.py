@@ -11,7 +11,7 @@ filter (and are *not* included); an irreversible bulk action may require a typed
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -20,7 +20,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
 from tui import actions
+from tui.formatting import one_line
 from tui.safe import data_line, data_text, markup_escape
+
+if TYPE_CHECKING:
+    from store.mothx.repair_kit import RepairPreview
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,18 @@ class ConfirmRequest:
     confirm_label: str = "Apply"
     opened_by: str = ""  # the key that opened the action
     phrase: str = ""  # when set, the user must type it before the dialog confirms
+
+    @classmethod
+    def of_preview(cls, preview: RepairPreview, *, noun: str = "row", confirm_label: str = "Apply",
+                   opened_by: str = "", title: str | None = None, lines: tuple[str, ...] = (),
+                   affected: int | None = None, hidden_by_filter: int = 0, phrase: str = "") -> ConfirmRequest:
+        """The request for a repair's preview: its title on one line, ``lines`` then the preview's own lines,
+        and (unless said) as many affected items as planned changes."""
+        return cls(title=one_line(preview.title) if title is None else title,
+                   preview="\n".join([*lines, *preview.lines()]),
+                   affected=len(preview.changes) if affected is None else affected, noun=noun,
+                   hidden_by_filter=hidden_by_filter, confirm_label=confirm_label, opened_by=opened_by,
+                   phrase=phrase)
 
 
 def confirm_keys() -> list[str]:
