@@ -34,16 +34,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from store import times
 from store.errors import AmbiguousSessionId, LeaseBusy, ReadOnlyStore, RepairRefused, SessionNotFound, StoreError
 from store.mothx.db import OpenMode
 from store.paths import SESSIONS_DB, sessions_db_path
 from store.safetext import one_line, safe
-from store.words import plural
-from tui.cli import arguments, output, show_export
+from tui.cli import arguments, output
 from tui.cli.errors import UsageError
 from tui.cli.output import Column, err, note, out
-from tui.formatting import NO_MESSAGES
 
 if TYPE_CHECKING:
     from store.mothx.entries import EntryRow
@@ -170,6 +167,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     show.add_argument("--format", choices=("md", "json", "html"), default="md",
                       help="md (default), json, or html (one self-contained page)")
     show.add_argument("--raw", action="store_true", help="list every entry row instead of the replay")
+    from tui.cli import show_export  # imported by the commands that use it: a run of one command starts fast
+
     show_export.add_export_options(show)
 
     demo = sub.add_parser("demo", help="write the demo session directory and print its path",
@@ -502,6 +501,7 @@ def _normal_dir(text: str) -> str:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from store.mothx.sessions import get_session
+    from tui.cli import show_export
 
     if args.raw and args.format == "html":
         raise UsageError("--raw lists the stored rows as md or json; --format html is the replay")
@@ -555,6 +555,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def when(stamp: str) -> str:
     """An RFC 3339 time as ``YYYY-MM-DD HH:MM`` in UTC (``-`` when unset; ``unreadable (<text>)`` when it does
     not parse: the stored text is no time), as the app shows it."""
+    from store import times
+
     if stamp and times.parse_rfc3339(stamp) is None:
         return f"unreadable ({one_line(stamp[:19])})"
     return times.show(stamp, times.MINUTES, unset="-")
@@ -571,6 +573,8 @@ SESSION_COLUMNS = (Column("SESSION ID"), Column("LAST USED"), Column("MSGS", rig
 
 
 def print_sessions(rows: Sequence[SessionSummary]) -> None:
+    from tui.formatting import NO_MESSAGES
+
     output.table(SESSION_COLUMNS, [
         (s.id, when(s.last_active_at), str(s.message_count), one_line(tilde(s.cwd)) or "-",
          one_line(s.title or s.preview) or NO_MESSAGES)
@@ -580,6 +584,7 @@ def print_sessions(rows: Sequence[SessionSummary]) -> None:
 
 def raw_markdown(summary: SessionSummary, rows: Sequence[EntryRow]) -> Iterator[str]:
     """``show --raw`` as Markdown lines: one table row per entry row, every cell one safe line."""
+    from store.words import plural
 
     def cell(text: object) -> str:
         return one_line(text).replace("|", "\\|")
