@@ -5,8 +5,16 @@
 * :func:`deliveries_page` is the Deliveries screen's page: the same rows (and, with ``waiting``, the
   operations waiting for a retry; ``watch`` adds operations by id whatever their status — the ones the operator
   just retried), in the order of :class:`DeliveryScope` (``grouped``: platform, target, then newest first), after
-  a :class:`DeliveryCursor`. One read transaction: the page query, then one query for the operations of the
-  page's intents, from which each row's dependency chain is drawn.
+  a :class:`DeliveryCursor`. One read transaction of two queries: the page query (each row in full: the
+  reference's fields, its place in the chain, wait, lease and its intent's status), then the chain links of
+  the page's intents (the operations alone, by ``UNIQUE(intent_id, sequence)``), from which each row's
+  dependency chain is drawn.
+
+Both orders use the v43 indexes as the reference's listing does: ``idx_delivery_operations_claim`` for the
+status, the intents' primary key for the join. Newest first, the operations are sorted alone and only the
+page's intents are read. Grouped, every candidate's intent row is read for its platform and target (no v43
+index holds them by intent id): on a large outbox that is the grouped page's cost over the reference's listing
+(see tests/benchmarks/bench_deliveries.py).
 
 A row that holds damaged cells is listed with its problems and is never retryable; so is an operation whose
 intent row is missing (its intent's cells read as ``NULL``). The keyset compares the

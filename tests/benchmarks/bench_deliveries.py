@@ -10,15 +10,24 @@ failed and uncertain operations joined with their intent, ``updated_at DESC``, a
 
 (a) **the Deliveries screen's first page** (in-process: the list's row source, ``DeliverySource.first(100)``:
     grouped by platform and target, the waiting retries included, each row's chain read in the same read
-    transaction, on an open directory) ÷ the bare SQL on an open connection: first the same two statements the
-    page runs (its page query and the query over the page's intents), then the reference's operator view;
-(b) **``sessionscope deliveries --json``** in-process (``tui.cli.main``: building the argument parser, opening
-    the directory, the listing, the JSON written to a buffer) ÷ the bare SQL with its connection opened and its
-    rows dumped as JSON the same way; also the command alone once its arguments are parsed;
+    transaction, on an open directory) ÷ the reference's operator view on an open connection (plain ``sqlite3``:
+    its default page cache and text decoding); then ÷ the page's own two statements run bare (its page query
+    and the query over the page's intents). Both plans use the same index (``idx_delivery_operations_claim``
+    for the status, the intents' primary key for the join); the grouped order needs each candidate's intent
+    row (platform, target) while the reference's ``updated_at DESC`` reads it only for the rows that enter its
+    bounded sorter, and no index of the v43 schema holds an intent's platform and target by its id;
+(a') the same page newest first (``DeliveryScope(waiting=True)``: the reference's order, chains included) ÷ the
+    reference's view, and ÷ its own statements;
+(b) **``sessionscope deliveries --json``** in-process (``tui.cli.main``: parsing the arguments with the parser of
+    that command alone, opening the directory, the listing, the JSON written to a buffer) ÷ the bare SQL with
+    its connection opened and its rows dumped as JSON the same way; also the command alone once its arguments
+    are parsed;
 (c) the same as **whole processes** (``python -m tui … deliveries --json`` ÷ ``python -c`` running the bare SQL
-    and printing its JSON), so the interpreter's start-up and imports are counted on both sides.
+    and printing its JSON), so the interpreter's start-up and imports are counted on both sides; then ÷ the
+    ``sqlite3`` command printing the view as JSON (``-readonly -json``).
 
-Target ≤ 1.3 for (a) and (b). Medians of N alternating samples. Not part of the test run.
+Each side's rows are checked to be the same (the page's operation ids; the JSON records field by field). Target
+≤ 1.3 for (a) and (b). Medians of N alternating samples, and the best of each. Not part of the test run.
 """
 
 from __future__ import annotations
