@@ -5,8 +5,16 @@
 * :func:`deliveries_page` is the Deliveries screen's page: the same rows (and, with ``waiting``, the
   operations waiting for a retry; ``watch`` adds operations by id whatever their status — the ones the operator
   just retried), in the order of :class:`DeliveryScope` (``grouped``: platform, target, then newest first), after
-  a :class:`DeliveryCursor`. One read transaction: the page query, then one query for the operations of the
-  page's intents, from which each row's dependency chain is drawn.
+  a :class:`DeliveryCursor`. One read transaction of two queries: the page query (each row in full: the
+  reference's fields, its place in the chain, wait, lease and its intent's status), then the chain links of
+  the page's intents (the operations alone, by ``UNIQUE(intent_id, sequence)``), from which each row's
+  dependency chain is drawn.
+
+Both orders use the v43 indexes as the reference's listing does: ``idx_delivery_operations_claim`` for the
+status, the intents' primary key for the join. Newest first, the operations are sorted alone and only the
+page's intents are read. Grouped, every candidate's intent row is read for its platform and target (no v43
+index holds them by intent id): on a large outbox that is the grouped page's cost over the reference's listing
+(see tests/benchmarks/bench_deliveries.py).
 
 A row that holds damaged cells is listed with its problems and is never retryable; so is an operation whose
 intent row is missing (its intent's cells read as ``NULL``). The keyset compares the
@@ -41,13 +49,22 @@ WATCH_CAP = 500
 _RECENT = (("o.updated_at", "DESC"), ("o.id", "DESC"), ("o.rowid", "DESC"))
 _GROUPED = (("i.platform", "ASC"), ("i.target_id", "ASC"), *_RECENT)
 
-# The page query reads the reference's columns (and the rowid) alone: the sorter then handles rows as narrow as
-# the bare operator view's; the rest of each row (its place in the chain, wait and lease) comes from the query
-# over the page's intents, in the same read transaction.
+# The page query reads each row in full (the reference's columns, the rowid, the row's place in its chain, wait
+# and lease, and its intent's status): the bounded sorter keeps at most ``limit + 1`` rows, so wider rows cost
+# nothing measurable. The second query reads the chain links of the page's intents, from the operations alone.
 _COLUMNS = ("o.id, o.intent_id, i.session_id, i.run_id, i.platform, i.target_id, o.operation_kind, o.status, "
-            "o.failure_code, o.attempt_count, o.updated_at, o.rowid")
-_WIDTH = 12
+            "o.failure_code, o.attempt_count, o.updated_at, o.rowid, o.sequence, o.depends_on, o.next_attempt_at, "
+            "o.lease_owner, o.lease_epoch, o.lease_expires_at, i.status")
 _KEYS = {"i.platform": 4, "i.target_id": 5, "o.updated_at": 10, "o.id": 0, "o.rowid": 11}
+_S, _I, _N = str, int, type(None)
+# The cell types of a healthy row (nullable: depends_on, next_attempt_at, lease_expires_at): such a row is read
+# directly, any other through :class:`Cells`, which names its damaged cells.
+_ROW_TYPES = frozenset(
+    (_S, _S, _S, _S, _S, _S, _S, _S, _S, _I, _S, _I, _I, dep, nxt, _S, _I, exp, _S)
+    for dep in (_S, _N) for nxt in (_I, _N) for exp in (_I, _N))
+_LINK_TYPES = frozenset(((_S, _S, _I, _S, _S, _S, _S), (_S, _S, _I, _S, _S, _S, _N)))
+_CHAIN_SQL = ("SELECT o.intent_id, o.id, o.sequence, o.operation_kind, o.status, o.failure_code, o.depends_on "
+              "FROM delivery_operations o WHERE o.intent_id IN ({marks}) ORDER BY o.intent_id, o.sequence")
 
 
 @dataclass(frozen=True)
@@ -141,97 +158,60 @@ def deliveries_page(sd: SessionDir, scope: DeliveryScope, *, after: DeliveryCurs
     with sd.db.read() as conn:
         rows = conn.execute(sql, (*args, limit + 1)).fetchall()
         page = rows[:limit]
-        intents = sorted({r[1] for r in page if isinstance(r[1], str)})
-        details, statuses = _details(conn, intents) if chains else ({}, {})
+        chains_of = _chains(conn, sorted({r[1] for r in page if isinstance(r[1], str)})) if chains else {}
     keys = [_KEYS[expr] for expr, _ in order]
-    out = tuple(_failure(r, details, statuses, keys) for r in page)
+    out = tuple(_failure(r, chains_of, keys, chains) for r in page)
     return DeliveryPage(out, out[-1].key if out else after, len(rows) > limit)
 
 
-@dataclass(frozen=True)
-class _Detail:
-    link: ChainLink
-    next_attempt_at: int | None
-    lease_owner: str
-    lease_epoch: int
-    lease_expires_at: int | None
-    problems: tuple[str, ...]
-
-
-_DETAIL_TYPES: tuple[type | tuple[type, ...], ...] = (
-    str, str, int, str, str, str, (str, type(None)), (int, type(None)), str, int, (int, type(None)), str)
-
-
-def _details(conn: sqlite3.Connection, intent_ids: list[str]) -> tuple[
-        dict[str, list[_Detail]], dict[str, tuple[str, tuple[str, ...]]]]:
-    """Every operation of the given intents in sequence order, with what a row shows besides the reference's
-    fields, and each intent's status (one query per 500 intents). A row of the expected cell types is read
-    directly; any other goes through :class:`Cells`, which names its damaged cells."""
-    out: dict[str, list[_Detail]] = {}
-    statuses: dict[str, tuple[str, tuple[str, ...]]] = {}
+def _chains(conn: sqlite3.Connection, intent_ids: list[str]) -> dict[str, list[ChainLink]]:
+    """Every operation of the given intents as a chain link, in sequence order (one query per 500 intents)."""
+    out: dict[str, list[ChainLink]] = {}
     for start in range(0, len(intent_ids), 500):
         chunk = intent_ids[start:start + 500]
-        for row in conn.execute(
-            "SELECT o.intent_id, o.id, o.sequence, o.operation_kind, o.status, o.failure_code, o.depends_on, "
-            "o.next_attempt_at, o.lease_owner, o.lease_epoch, o.lease_expires_at, i.status "
-            "FROM delivery_operations o JOIN delivery_intents i ON i.id = o.intent_id "
-            f"WHERE o.intent_id IN ({','.join('?' * len(chunk))}) ORDER BY o.intent_id, o.sequence",
-            chunk,
-        ):
-            if all(isinstance(v, t) and not isinstance(v, bool) for v, t in zip(row, _DETAIL_TYPES, strict=False)):
+        for row in conn.execute(_CHAIN_SQL.format(marks=",".join("?" * len(chunk))), chunk):
+            if tuple(map(type, row)) in _LINK_TYPES:
                 intent_id = row[0]
-                detail = _Detail(ChainLink(row[1], row[2], row[3], row[4], row[5], row[6] or ""), row[7], row[8],
-                                 row[9], row[10], ())
-                if intent_id not in statuses:
-                    statuses[intent_id] = (row[11], ())
+                link = ChainLink(row[1], row[2], row[3], row[4], row[5], row[6] or "")
             else:
-                c = Cells("delivery_operations", row[:11])
-                ci = Cells("delivery_intents", row[11:])
+                c = Cells("delivery_operations", row)
                 intent_id = c.text(0, "intent_id")
                 link = ChainLink(operation_id=c.text(1, "id"), sequence=c.integer(2, "sequence"),
                                  operation_kind=c.text(3, "operation_kind"), status=c.text(4, "status"),
                                  failure_code=c.text(5, "failure_code"),
                                  depends_on=c.text_or_none(6, "depends_on") or "")
-                detail = _Detail(link, c.integer_or_none(7, "next_attempt_at"), c.text(8, "lease_owner"),
-                                 c.integer(9, "lease_epoch"), c.integer_or_none(10, "lease_expires_at"), c.problems)
-                if intent_id not in statuses:
-                    statuses[intent_id] = (ci.text(0, "status"), ci.problems)
-            out.setdefault(intent_id, []).append(detail)
-    return out, statuses
+            out.setdefault(intent_id, []).append(link)
+    return out
 
 
-def _failure(row: Sequence[object], details: dict[str, list[_Detail]],
-             statuses: dict[str, tuple[str, tuple[str, ...]]], keys: list[int]) -> DeliveryFailure:
-    found: tuple[str, ...] = ()
-    attempts_cell, updated_cell = row[9], row[10]
-    if (all(type(v) is str for v in row[:9]) and type(attempts_cell) is int
-            and isinstance(updated_cell, str)):
-        texts = cast("tuple[str, str, str, str, str, str, str, str, str]", row[:9])
-        op_id, intent_id, session_id, run_id, platform, target_id, kind, status, code = texts
-        attempts, updated_at = attempts_cell, updated_cell
-    else:  # a damaged cell: read through Cells, which names it
-        c = Cells("delivery_operations", row[:_WIDTH])
+def _failure(row: Sequence[object], chains_of: dict[str, list[ChainLink]], keys: list[int],
+             chains: bool) -> DeliveryFailure:
+    problems: tuple[str, ...] = ()
+    if tuple(map(type, row)) in _ROW_TYPES:
+        (op_id, intent_id, session_id, run_id, platform, target_id, kind, status, code, attempts, updated_at, _,
+         sequence, depends_on, next_at, lease_owner, lease_epoch, lease_expires, intent_status) = cast(
+            "tuple[str, str, str, str, str, str, str, str, str, int, str, int, int, str | None, int | None, str, "
+            "int, int | None, str]", tuple(row))
+    else:  # a damaged cell, or no intent row (its cells read as NULL): read through Cells, which names it
+        c = Cells("delivery_operations", row)
         op_id, intent_id = c.text(0, "id"), c.text(1, "intent_id")
-        ci = Cells("delivery_intents", row[2:6])
-        session_id, run_id, platform, target_id = (ci.text(0, "session_id"), ci.text(1, "run_id"),
-                                                   ci.text(2, "platform"), ci.text(3, "target_id"))
         kind, status, code = c.text(6, "operation_kind"), c.text(7, "status"), c.text(8, "failure_code")
         attempts, updated_at = c.integer(9, "attempt_count"), c.text(10, "updated_at")
-        found = c.problems + ci.problems
-    mine = details.get(intent_id, [])
-    detail = next((d for d in mine if d.link.operation_id == op_id), None)
-    intent_status, intent_problems = statuses.get(intent_id, ("", ()))
-    problems = found + (detail.problems if detail else ()) + intent_problems
+        sequence, depends_on = c.integer(12, "sequence"), c.text_or_none(13, "depends_on")
+        next_at, lease_owner = c.integer_or_none(14, "next_attempt_at"), c.text(15, "lease_owner")
+        lease_epoch, lease_expires = c.integer(16, "lease_epoch"), c.integer_or_none(17, "lease_expires_at")
+        ci = Cells("delivery_intents", (*row[2:6], row[18]))
+        session_id, run_id, platform, target_id = (ci.text(0, "session_id"), ci.text(1, "run_id"),
+                                                   ci.text(2, "platform"), ci.text(3, "target_id"))
+        intent_status = ci.text(4, "status") if row[18] is not None else ""
+        problems = tuple(dict.fromkeys(c.problems + ci.problems))
     return DeliveryFailure(
         operation_id=op_id, intent_id=intent_id, session_id=session_id, run_id=run_id, platform=platform,
         target_id=target_id, operation_kind=kind, status=status, failure_code=code, attempt_count=attempts,
-        updated_at=updated_at, sequence=detail.link.sequence if detail else 0,
-        depends_on=detail.link.depends_on if detail else "",
-        next_attempt_at=detail.next_attempt_at if detail else None,
-        lease_owner=detail.lease_owner if detail else "", lease_epoch=detail.lease_epoch if detail else 0,
-        lease_expires_at=detail.lease_expires_at if detail else None, intent_status=intent_status,
-        chain=chain_of(op_id, [d.link for d in mine]), problems=tuple(dict.fromkeys(problems)),
-        key=DeliveryCursor(tuple(row[k] for k in keys)),
+        updated_at=updated_at, sequence=sequence, depends_on=depends_on or "", next_attempt_at=next_at,
+        lease_owner=lease_owner, lease_epoch=lease_epoch, lease_expires_at=lease_expires,
+        intent_status=intent_status, chain=chain_of(op_id, chains_of.get(intent_id, ())) if chains else (),
+        problems=problems, key=DeliveryCursor(tuple(row[k] for k in keys)),
     )
 
 

@@ -10,15 +10,24 @@ failed and uncertain operations joined with their intent, ``updated_at DESC``, a
 
 (a) **the Deliveries screen's first page** (in-process: the list's row source, ``DeliverySource.first(100)``:
     grouped by platform and target, the waiting retries included, each row's chain read in the same read
-    transaction, on an open directory) ÷ the bare SQL on an open connection: first the same two statements the
-    page runs (its page query and the query over the page's intents), then the reference's operator view;
-(b) **``sessionscope deliveries --json``** in-process (``tui.cli.main``: building the argument parser, opening
-    the directory, the listing, the JSON written to a buffer) ÷ the bare SQL with its connection opened and its
-    rows dumped as JSON the same way; also the command alone once its arguments are parsed;
-(c) the same as **whole processes** (``python -m tui … deliveries --json`` ÷ ``python -c`` running the bare SQL
-    and printing its JSON), so the interpreter's start-up and imports are counted on both sides.
+    transaction, on an open directory) ÷ the reference's operator view on an open connection (plain ``sqlite3``:
+    its default page cache and text decoding); then ÷ the page's own two statements run bare (its page query
+    and the query over the page's intents). Both plans use the same index (``idx_delivery_operations_claim``
+    for the status, the intents' primary key for the join); the grouped order needs each candidate's intent
+    row (platform, target) while the reference's ``updated_at DESC`` reads it only for the rows that enter its
+    bounded sorter, and no index of the v43 schema holds an intent's platform and target by its id;
+(a') the same page newest first (``DeliveryScope(waiting=True)``: the reference's order, chains included) ÷ the
+    reference's view, and ÷ its own statements;
+(b) **``sessionscope deliveries --json``** in-process (``tui.cli.main``: parsing the arguments with the parser of
+    that command alone, opening the directory, the listing, the JSON written to a buffer) ÷ the bare SQL with
+    its connection opened and its rows dumped as JSON the same way; also the command alone once its arguments
+    are parsed;
+(c) the same as **whole processes**, their bytecode cached as installed (``python -m tui … deliveries --json``
+    ÷ ``python -c`` running the bare SQL and printing its JSON), so the interpreter's start-up and imports are
+    counted on both sides; then ÷ the ``sqlite3`` command printing the view as JSON (``-readonly -json``).
 
-Target ≤ 1.3 for (a) and (b). Medians of N alternating samples. Not part of the test run.
+Each side's rows are checked to be the same (the page's operation ids; the JSON records field by field). Target
+≤ 1.3 for (a) and (b). Medians of N alternating samples, and the best of each. Not part of the test run.
 """
 
 from __future__ import annotations
@@ -27,13 +36,16 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import random
+import shutil
 import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,23 +66,32 @@ BARE_SQL = (
     "ORDER BY o.updated_at DESC LIMIT 200"
 )
 # The two statements of the screen's first page, as the store runs them (deliveries_page, DeliveryScope(waiting=True,
-# grouped=True)), to be run bare.
+# grouped=True)), to be run bare: the page query (each row in full) and the chain links of the page's intents.
+_SCREEN_COLUMNS = (
+    "o.id, o.intent_id, i.session_id, i.run_id, i.platform, i.target_id, o.operation_kind, o.status, "
+    "o.failure_code, o.attempt_count, o.updated_at, o.rowid, o.sequence, o.depends_on, o.next_attempt_at, "
+    "o.lease_owner, o.lease_epoch, o.lease_expires_at, i.status")
+_SCREEN_WHERE = ("(o.status IN ('failed','uncertain','retry_wait') "
+                 "AND (o.status != 'retry_wait' OR (o.attempt_count > 0 AND o.failure_code != '')))")
 SCREEN_SQL = (
-    "SELECT o.id, o.intent_id, i.session_id, i.run_id, i.platform, i.target_id, o.operation_kind, o.status, "
-    "o.failure_code, o.attempt_count, o.updated_at, o.rowid FROM delivery_operations o "
-    "JOIN delivery_intents i ON i.id = o.intent_id WHERE (o.status IN ('failed','uncertain','retry_wait') "
-    "AND (o.status != 'retry_wait' OR (o.attempt_count > 0 AND o.failure_code != ''))) "
+    f"SELECT {_SCREEN_COLUMNS} FROM delivery_operations o LEFT JOIN delivery_intents i ON i.id = o.intent_id "
+    f"WHERE {_SCREEN_WHERE} "
     "ORDER BY i.platform ASC, i.target_id ASC, o.updated_at DESC, o.id DESC, o.rowid DESC LIMIT 101"
 )
+# The same page newest first (DeliveryScope(waiting=True)): the operations sorted alone, then the page's intents.
+RECENT_SQL = (
+    f"SELECT {_SCREEN_COLUMNS} FROM (SELECT o.rowid AS rid FROM delivery_operations o WHERE {_SCREEN_WHERE} "
+    "ORDER BY o.updated_at DESC, o.id DESC, o.rowid DESC LIMIT 101) k JOIN delivery_operations o ON o.rowid = k.rid "
+    "LEFT JOIN delivery_intents i ON i.id = o.intent_id ORDER BY o.updated_at DESC, o.id DESC, o.rowid DESC"
+)
 SCREEN_DETAILS_SQL = (
-    "SELECT o.intent_id, o.id, o.sequence, o.operation_kind, o.status, o.failure_code, o.depends_on, "
-    "o.next_attempt_at, o.lease_owner, o.lease_epoch, o.lease_expires_at, i.status "
-    "FROM delivery_operations o JOIN delivery_intents i ON i.id = o.intent_id "
-    "WHERE o.intent_id IN ({marks}) ORDER BY o.intent_id, o.sequence"
+    "SELECT o.intent_id, o.id, o.sequence, o.operation_kind, o.status, o.failure_code, o.depends_on "
+    "FROM delivery_operations o WHERE o.intent_id IN ({marks}) ORDER BY o.intent_id, o.sequence"
 )
 FIELDS = ("operationId", "intentId", "sessionId", "runId", "platform", "targetId", "operationKind", "status",
           "failureCode", "attemptCount", "updatedAt")
 
+SQLITE3_CLI = ["sqlite3", "-readonly", "-json"]  # the sqlite3 command: the reference's view as JSON rows
 BARE_PROCESS = (
     "import json, sqlite3, sys\n"
     "conn = sqlite3.connect(f'file:{sys.argv[1]}/sessions.db?mode=ro', uri=True)\n"
@@ -172,10 +193,22 @@ def row(label: str, ours: list[float], theirs: list[float], target: float | None
             f"{'':<54} {ba * 1000:7.2f} ms {bb * 1000:7.2f} ms {ba / bb:5.2f}  (best of each)")
 
 
-def bare_screen(conn: sqlite3.Connection) -> None:
-    rows = conn.execute(SCREEN_SQL).fetchall()
-    intents = sorted({r[1] for r in rows[:100]})
+def bare_screen(conn: sqlite3.Connection, sql: str = SCREEN_SQL) -> list[tuple[object, ...]]:
+    rows = conn.execute(sql).fetchall()
+    intents = sorted({str(r[1]) for r in rows[:100]})
     conn.execute(SCREEN_DETAILS_SQL.format(marks=",".join("?" * len(intents))), intents).fetchall()
+    return rows[:100]
+
+
+def timed(samples: int, *runs: Callable[[], object]) -> list[list[float]]:
+    """Each of ``runs`` ``samples`` times, alternating: their times."""
+    times: list[list[float]] = [[] for _ in runs]
+    for _ in range(samples):
+        for run, into in zip(runs, times, strict=True):
+            t = time.perf_counter()
+            run()
+            into.append(time.perf_counter() - t)
+    return times
 
 
 def main() -> int:
@@ -198,25 +231,25 @@ def main() -> int:
     print(f"directory: {folder} ({OPERATIONS:,} operations, {attention:,} failed or uncertain)")
     print(f"{'':<54} {'ours':>10} {'bare SQL':>10} {'ratio':>5}   (median of {args.samples}, alternating)")
 
-    # (a) in-process, open directory vs open connection
-    ours_a, bare_same, bare_ref = [], [], []
+    # (a) in-process, open directory vs open connection (plain sqlite3: its own text decoding, not the store's
+    # lossless one)
     with open_session_dir(folder, OpenMode.READ_ONLY) as sd:
-        source = DeliverySource(sd, DeliveryScope(waiting=True, grouped=True))
-        page = source.first(FIRST_PAGE)
+        grouped = DeliverySource(sd, DeliveryScope(waiting=True, grouped=True))
+        recent = DeliverySource(sd, DeliveryScope(waiting=True))
+        page, newest = grouped.first(FIRST_PAGE), recent.first(FIRST_PAGE)
         assert len(page.rows) == FIRST_PAGE, len(page.rows)
-        for _ in range(args.samples):
-            t = time.perf_counter()
-            source.first(FIRST_PAGE)
-            ours_a.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            bare_screen(conn)
-            bare_same.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            conn.execute(BARE_SQL).fetchall()
-            bare_ref.append(time.perf_counter() - t)
-    print(row(f"(a) screen's first page ({FIRST_PAGE} rows + chains) ÷ its SQL", ours_a, bare_same, 1.3))
-    print(row("    the same page ÷ the reference's operator view SQL", ours_a, bare_ref, None))
-    print(row("    (its SQL ÷ the reference's: the grouped order's cost)", bare_same, bare_ref, None))
+        # the same result rows: ours and the bare statements', and newest first the reference view's
+        assert [r.operation_id for r in page.rows] == [r[0] for r in bare_screen(conn)]
+        assert [r.operation_id for r in newest.rows] == [r[0] for r in bare_screen(conn, RECENT_SQL)]
+        assert [r.operation_id for r in newest.rows] == [r[0] for r in conn.execute(BARE_SQL).fetchall()[:FIRST_PAGE]]
+        ours_a, ours_r, bare_same, bare_recent, bare_ref = timed(
+            args.samples, lambda: grouped.first(FIRST_PAGE), lambda: recent.first(FIRST_PAGE),
+            lambda: bare_screen(conn), lambda: bare_screen(conn, RECENT_SQL), lambda: conn.execute(BARE_SQL).fetchall())
+    print(row(f"(a) screen's first page ({FIRST_PAGE} rows + chains) ÷ the reference's view", ours_a, bare_ref, 1.3))
+    print(row("    the same page ÷ its own two statements, bare", ours_a, bare_same, None))
+    print(row("    (its statements ÷ the reference's: the grouped order's cost)", bare_same, bare_ref, None))
+    print(row("(a') the page newest first (the reference's order) ÷ its view", ours_r, bare_ref, 1.3))
+    print(row("    the same page ÷ its own two statements, bare", ours_r, bare_recent, None))
 
     # (b) deliveries --json in-process vs the bare SQL with its connection and JSON
     ours_b, bare_b = [], []
@@ -227,7 +260,8 @@ def main() -> int:
         with contextlib.redirect_stdout(buf):
             code = cli_main(argv)
         ours_b.append(time.perf_counter() - t)
-        assert code == 0 and json.loads(buf.getvalue())["count"] == 200
+        listed = json.loads(buf.getvalue())
+        assert code == 0 and listed["count"] == 200
         t = time.perf_counter()
         c = sqlite3.connect(f"file:{folder}/sessions.db?mode=ro", uri=True)
         rows = c.execute(BARE_SQL).fetchall()
@@ -235,7 +269,9 @@ def main() -> int:
                           indent=2)
         c.close()
         bare_b.append(time.perf_counter() - t)
-        assert text
+        # the same result rows, field by field (ours adds `retryable`)
+        assert [{k: v for k, v in r.items() if k != "retryable"} for r in listed["deliveries"]] == \
+            json.loads(text)["deliveries"]
     print(row("(b) deliveries --json, in-process (parse, open, list, JSON)", ours_b, bare_b, 1.3))
     # the same without building the argument parser (every command's parsers are built on each main() call)
     from tui.cli.core import build_parser
@@ -257,18 +293,24 @@ def main() -> int:
         bare_b2.append(time.perf_counter() - t)
     print(row("    the command once its arguments are parsed (open, list, JSON)", ours_b2, bare_b2, None))
 
-    # (c) whole processes
-    ours_c, bare_c = [], []
+    # (c) whole processes, with the bytecode cached as an installed package has it (in a folder of this benchmark:
+    # PYTHONDONTWRITEBYTECODE, if set, would make every run compile every module again); one run of each first
     cli = [sys.executable, "-m", "tui", "--dir", str(folder), "deliveries", "--json"]
     bare = [sys.executable, "-c", BARE_PROCESS, str(folder)]
-    for _ in range(args.processes):
-        t = time.perf_counter()
-        subprocess.run(cli, capture_output=True, check=True, cwd=ROOT)
-        ours_c.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        subprocess.run(bare, capture_output=True, check=True, cwd=ROOT)
-        bare_c.append(time.perf_counter() - t)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(folder.parent / "pycache")
+
+    def process(argv: list[str]) -> Callable[[], object]:
+        return lambda: subprocess.run(argv, capture_output=True, check=True, cwd=ROOT, env=env)
+
+    sqlite_cli = [*SQLITE3_CLI, str(folder / "sessions.db"), BARE_SQL]
+    runs = [process(cli), process(bare)] + ([process(sqlite_cli)] if shutil.which(SQLITE3_CLI[0]) else [])
+    for run in runs:
+        run()
+    ours_c, bare_c, *sqlite_c = timed(args.processes, *runs)
     print(row(f"(c) deliveries --json, whole processes ({args.processes} runs)", ours_c, bare_c, None))
+    if sqlite_c:
+        print(row("    the same ÷ the sqlite3 command printing the view as JSON", ours_c, sqlite_c[0], None))
     conn.close()
     return 0
 

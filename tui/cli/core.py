@@ -34,16 +34,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from store import times
 from store.errors import AmbiguousSessionId, LeaseBusy, ReadOnlyStore, RepairRefused, SessionNotFound, StoreError
 from store.mothx.db import OpenMode
 from store.paths import SESSIONS_DB, sessions_db_path
 from store.safetext import one_line, safe
-from store.words import plural
-from tui.cli import output, show_export
+from tui.cli import arguments, output
 from tui.cli.errors import UsageError
 from tui.cli.output import Column, err, note, out
-from tui.formatting import NO_MESSAGES
 
 if TYPE_CHECKING:
     from store.mothx.entries import EntryRow
@@ -70,6 +67,22 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tui.cli.search",
     "tui.cli.usage",
 )
+# The commands each module registers, so that a run of one command builds that command's parser alone (a command
+# missing here still works: its run builds every parser). tests/test_cli_lazy_parser.py keeps this complete.
+COMMAND_NAMES: dict[str, str] = {
+    "capture": "tui.cli.capture", "checkpoints": "tui.cli.capture", "checkpoint": "tui.cli.capture",
+    "export-repaired": "tui.cli.capture",
+    "runs": "tui.cli.runs", "simulate": "tui.cli.runs", "repair": "tui.cli.runs",
+    "config": "tui.cli.config",
+    "doctor": "tui.cli.doctor",
+    "deliveries": "tui.cli.deliveries", "simulate-deliveries": "tui.cli.deliveries",
+    "forks": "tui.cli.forks",
+    "kb": "tui.cli.knowledge",
+    "serve": "tui.cli.serve",
+    "search": "tui.cli.search",
+    "usage": "tui.cli.usage",
+}
+BUILT_IN = ("list", "show", "demo")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -78,6 +91,20 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         # The message may quote an argument: it is printed as one safe line.
         self.exit(2, f"{PROG}: {one_line(message)} (see `{PROG} --help`)\n")
+
+
+class _Unparsed(Exception):
+    """A parser of one command could not parse the arguments: the full parser parses (and reports) them."""
+
+
+class _OneCommandParser(_Parser):
+    """The parser of one command's run: prints nothing and exits nowhere, it hands over to the full parser."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _Unparsed(message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
+        raise _Unparsed(message or "")
 
 
 def _add_location(parser: argparse.ArgumentParser, *, nested: bool) -> None:
@@ -98,8 +125,12 @@ def _add_location(parser: argparse.ArgumentParser, *, nested: bool) -> None:
                         help="use the demo directory (built on first use)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; with ``only`` (a name of :data:`COMMAND_NAMES` or :data:`BUILT_IN`), the
+    parser of that command's run: the top-level options and that module's commands alone, raising
+    :class:`_Unparsed` instead of printing (help, usage and every error come from the full parser)."""
+    cls = _Parser if only is None else _OneCommandParser
+    parser = cls(
         prog=PROG,
         description="Browse and repair mothx agent session directories. Without a command, opens the terminal UI.",
     )
@@ -107,7 +138,10 @@ def build_parser() -> argparse.ArgumentParser:
     from tui.cli.store_option import add_store  # --store URL: the checkpoint store of the app and every command
 
     add_store(parser)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=cls)
+    if only is not None and only not in BUILT_IN:
+        importlib.import_module(COMMAND_NAMES[only]).register(sub, _add_location)
+        return parser
 
     ls = sub.add_parser("list", help="list sessions, most recently active first",
                         description="List sessions (read-only): SESSION ID, LAST USED, MSGS, WORKDIR, TITLE.")
@@ -115,9 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_list_options(ls, "print a JSON list of session objects")
     ls.add_argument("--search", metavar="Q", default="",
                     help="only sessions whose id, work dir, channel or any entry contains Q (case-insensitive)")
-    ls.add_argument("--limit", metavar="N", type=_count, default=DEFAULT_LIMIT,
+    ls.add_argument("--limit", metavar="N", type=arguments.count, default=DEFAULT_LIMIT,
                     help=f"at most N sessions (default {DEFAULT_LIMIT}; 0 for all)")
-    ls.add_argument("--offset", metavar="N", type=_count, default=0, help="skip the first N sessions")
+    ls.add_argument("--offset", metavar="N", type=arguments.count, default=0, help="skip the first N sessions")
     ls.add_argument("--cwd", metavar="DIR", default="", help="only sessions of this working directory")
     ls.add_argument("--project", metavar="ID", default="", help="only sessions of this project id")
     ls.add_argument("--channel", metavar="TYPE", default="", help="only sessions of this channel type")
@@ -133,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--format", choices=("md", "json", "html"), default="md",
                       help="md (default), json, or html (one self-contained page)")
     show.add_argument("--raw", action="store_true", help="list every entry row instead of the replay")
+    from tui.cli import show_export  # imported by the commands that use it: a run of one command starts fast
+
     show_export.add_export_options(show)
 
     demo = sub.add_parser("demo", help="write the demo session directory and print its path",
@@ -140,19 +176,50 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("path", metavar="PATH", nargs="?", type=Path, default=None,
                       help="where to write it (default: the cache folder)")
     demo.add_argument("--force", action="store_true", help="rebuild it even when it is current")
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub, _add_location)
+    if only is None:
+        for name in COMMAND_MODULES:
+            importlib.import_module(name).register(sub, _add_location)
     return parser
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"'{text}' is negative")
-    return value
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs, when a parser of that command alone can parse it: the first word that is not an
+    option nor an option's value, if it is a name of :data:`COMMAND_NAMES` or :data:`BUILT_IN`; ``None`` for no
+    command, an unknown one, or any ``-h`` / ``--help`` (the help lists every command)."""
+    valued = ("--dir", "--store")  # the top-level options that take a value (also as an unambiguous prefix)
+    words = iter(argv)
+    for word in words:
+        if word == "--":
+            word = next(words, "")
+            return word if word in COMMAND_NAMES or word in BUILT_IN else None
+        if word.startswith("-"):
+            if word == "-h" or (len(word) > 2 and "--help".startswith(word.split("=", 1)[0])):
+                return None
+            if "=" not in word and len(word) > 2 and any(v.startswith(word) for v in valued):
+                next(words, None)
+            continue
+        if word in COMMAND_NAMES or word in BUILT_IN:
+            return None if any(w == "-h" or (len(w) > 2 and "--help".startswith(w.split("=", 1)[0]))
+                               for w in argv) else word
+        return None
+    return None
+
+
+def parse(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """Parse ``argv`` with the parser of its command alone (:func:`command_of`), else with every parser (which
+    prints help, usage and errors exactly as ever: :class:`SystemExit`)."""
+    name = command_of(argv)
+    if name is not None:
+        parser = build_parser(only=name)
+        try:
+            args = parser.parse_args(list(argv))
+        except _Unparsed:
+            pass
+        else:
+            if args.command == name:
+                return parser, args
+    parser = build_parser()
+    return parser, parser.parse_args(list(argv))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -160,9 +227,8 @@ def _count(text: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     try:
-        args = parser.parse_args(None if argv is None else list(argv))
+        parser, args = parse(sys.argv[1:] if argv is None else argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 2
     try:
@@ -357,8 +423,13 @@ def open_location(args: argparse.Namespace, mode: OpenMode) -> SessionDir:
     return sd
 
 
+def open_as(args: argparse.Namespace, default: OpenMode) -> SessionDir:
+    """Open what the command names in its mode: ``--snapshot``, ``--read-only``, else ``default``."""
+    return open_location(args, _mode(args, default=default))
+
+
 def _open(args: argparse.Namespace) -> SessionDir:
-    return open_location(args, _mode(args, default=OpenMode.READ_ONLY))
+    return open_as(args, OpenMode.READ_ONLY)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -430,6 +501,7 @@ def _normal_dir(text: str) -> str:
 
 def _cmd_show(args: argparse.Namespace) -> int:
     from store.mothx.sessions import get_session
+    from tui.cli import show_export
 
     if args.raw and args.format == "html":
         raise UsageError("--raw lists the stored rows as md or json; --format html is the replay")
@@ -483,6 +555,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def when(stamp: str) -> str:
     """An RFC 3339 time as ``YYYY-MM-DD HH:MM`` in UTC (``-`` when unset; ``unreadable (<text>)`` when it does
     not parse: the stored text is no time), as the app shows it."""
+    from store import times
+
     if stamp and times.parse_rfc3339(stamp) is None:
         return f"unreadable ({one_line(stamp[:19])})"
     return times.show(stamp, times.MINUTES, unset="-")
@@ -499,6 +573,8 @@ SESSION_COLUMNS = (Column("SESSION ID"), Column("LAST USED"), Column("MSGS", rig
 
 
 def print_sessions(rows: Sequence[SessionSummary]) -> None:
+    from tui.formatting import NO_MESSAGES
+
     output.table(SESSION_COLUMNS, [
         (s.id, when(s.last_active_at), str(s.message_count), one_line(tilde(s.cwd)) or "-",
          one_line(s.title or s.preview) or NO_MESSAGES)
@@ -508,6 +584,7 @@ def print_sessions(rows: Sequence[SessionSummary]) -> None:
 
 def raw_markdown(summary: SessionSummary, rows: Sequence[EntryRow]) -> Iterator[str]:
     """``show --raw`` as Markdown lines: one table row per entry row, every cell one safe line."""
+    from store.words import plural
 
     def cell(text: object) -> str:
         return one_line(text).replace("|", "\\|")

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from store import times
 from store.errors import ReadOnlyStore, SessionNotFound
 from store.mothx.db import OpenMode
-from tui.cli import output
+from tui.cli import arguments, output
 from tui.cli.output import Column, out
 
 if TYPE_CHECKING:
@@ -40,37 +40,25 @@ if TYPE_CHECKING:
 DEFAULT_LIMIT = 200
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"'{text}' is negative")
-    return value
-
-
 def register(sub: argparse._SubParsersAction, add_location: Callable[..., None]) -> None:
     from store.mothx import delivery_worker
 
-    dl = sub.add_parser(
-        "deliveries", help="list failed and uncertain delivery operations (the outbox's operator view)",
+    dl = arguments.command(
+        sub, add_location, "deliveries",
+        help="list failed and uncertain delivery operations (the outbox's operator view)",
         description="List delivery operations that need attention (failed or uncertain), newest first: session, "
                     "run, intent, platform, target, operation kind, status, failure code, attempts and whether "
                     "a retry is allowed. Read-only.")
-    add_location(dl, nested=True)
     output.add_list_options(dl, "print {deliveries: [...], count} as JSON")
-    dl.add_argument("--session", metavar="ID", default="", help="only this session's (id or unique prefix)")
-    dl.add_argument("--limit", metavar="N", type=_count, default=DEFAULT_LIMIT,
-                    help=f"at most N operations (default {DEFAULT_LIMIT})")
-    dl.set_defaults(handler=cmd_deliveries)
+    arguments.add_session_limit(dl, session_help="only this session's (id or unique prefix)", default=DEFAULT_LIMIT,
+                                limit_help=f"at most N operations (default {DEFAULT_LIMIT})", handler=cmd_deliveries)
 
-    sim = sub.add_parser(
-        "simulate-deliveries", help="run a delivery worker against a fake provider (for trying retries)",
+    sim = arguments.command(
+        sub, add_location, "simulate-deliveries",
+        help="run a delivery worker against a fake provider (for trying retries)",
         description="A delivery worker: claims due operations under a lease, executes them against a fake "
                     "provider that succeeds, fails transiently or permanently, or times out with an unknown "
                     "outcome, and writes the fenced results. One JSON line per step.")
-    add_location(sim, nested=True)
     delivery_worker.add_arguments(sim)
     sim.set_defaults(handler=cmd_simulate_deliveries)
 
@@ -96,21 +84,12 @@ def make_repair(sd: SessionDir, args: argparse.Namespace) -> Repair:
     return RetryDelivery(sd, args.operation_id)
 
 
-def _open(args: argparse.Namespace, default: OpenMode) -> SessionDir:
-    from tui.cli import core as cli
-
-    return cli.open_location(args, cli._mode(args, default=default))
-
-
 def cmd_deliveries(args: argparse.Namespace) -> int:
     from store.mothx.delivery_listing import list_delivery_failures
+    from tui.cli import core as cli
 
-    with _open(args, OpenMode.READ_ONLY) as sd:
-        session_id = None
-        if args.session:
-            from store.mothx.sessions import resolve_session_id
-
-            session_id = resolve_session_id(sd, args.session)
+    with cli.open_as(args, OpenMode.READ_ONLY) as sd:
+        session_id = arguments.session_of(sd, args)
         rows = list_delivery_failures(sd, session_id, limit=args.limit, chains=False) if args.limit else []
     records = [r.to_json() for r in rows]
     if output.list_out(args, records, {"deliveries": records, "count": len(rows)}):
@@ -148,7 +127,7 @@ def cmd_simulate_deliveries(args: argparse.Namespace) -> int:
         from tui.cli.core import UsageError
 
         raise UsageError(str(exc)) from None
-    with _open(args, OpenMode.READ_WRITE) as sd:
+    with cli.open_as(args, OpenMode.READ_WRITE) as sd:
         return delivery_worker.run(sd, args)
 
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, TextIO
 from store import times
 from store.errors import ReadOnlyStore, RepairRefused, SessionNotFound, StoreError
 from store.mothx.db import OpenMode
-from tui.cli import output
+from tui.cli import arguments, output
 from tui.cli.output import Column, json_out, out
 
 if TYPE_CHECKING:
@@ -57,31 +57,30 @@ REPAIR_MODULES: tuple[str, ...] = (
 
 
 def register(sub: argparse._SubParsersAction, add_location: Callable[..., None]) -> None:
-    runs = sub.add_parser(
-        "runs", help="list active and recent runs with their leases and recovery records",
+    runs = arguments.command(
+        sub, add_location, "runs", help="list active and recent runs with their leases and recovery records",
         description="List active runs (every one) and the newest recent runs: status, derived execution state, "
                     "lease holder, epoch, expiry and recovery record. Read-only.")
-    add_location(runs, nested=True)
     output.add_list_options(runs, "print a JSON list of run objects")
     runs.add_argument("--orphaned", action="store_true",
                       help="only orphaned runs and runs whose recovery failed (active runs whose owner is gone)")
-    runs.add_argument("--session", metavar="ID", default="", help="only this session's runs (id or unique prefix)")
-    runs.add_argument("--limit", metavar="N", type=_count, default=DEFAULT_RECENT,
-                      help=f"recent (finished) runs to show besides the active ones (default {DEFAULT_RECENT}; 0 none)")
-    runs.set_defaults(handler=cmd_runs)
+    arguments.add_session_limit(
+        runs, session_help="only this session's runs (id or unique prefix)", default=DEFAULT_RECENT,
+        limit_help=f"recent (finished) runs to show besides the active ones (default {DEFAULT_RECENT}; 0 none)",
+        handler=cmd_runs)
 
-    sim = sub.add_parser(
-        "simulate", help="run a simulated mothx runtime on a session (for trying repairs; kill it to orphan a run)",
+    sim = arguments.command(
+        sub, add_location, "simulate",
+        help="run a simulated mothx runtime on a session (for trying repairs; kill it to orphan a run)",
         description="A separate runtime process: admits runs under an execution lease, heartbeats it, appends "
                     "entries and run events, announces on the lease bus, and prints one JSON line per step. "
                     "Kill it (kill -9) mid-run to leave an orphaned run behind.")
-    add_location(sim, nested=True)
     sim.add_argument("--session", metavar="ID", default="", help="the session to work on (default: a new one)")
-    sim.add_argument("--runs", type=_count, default=1, help="runs to admit one after another (default 1)")
-    sim.add_argument("--steps", type=_count, default=60, help="steps per run (default 60)")
+    sim.add_argument("--runs", type=arguments.count, default=1, help="runs to admit one after another (default 1)")
+    sim.add_argument("--steps", type=arguments.count, default=60, help="steps per run (default 60)")
     sim.add_argument("--interval", type=float, default=0.5, help="seconds between steps (default 0.5)")
-    sim.add_argument("--ttl", type=_count, default=15, help="lease TTL in seconds (default 15, as mothx)")
-    sim.add_argument("--hang-at", type=_count, default=0, help="stop working after this step, keep heartbeating")
+    sim.add_argument("--ttl", type=arguments.count, default=15, help="lease TTL in seconds (default 15, as mothx)")
+    sim.add_argument("--hang-at", type=arguments.count, default=0, help="stop working after this step, keep heartbeating")
     sim.set_defaults(handler=cmd_simulate)
 
     repair = sub.add_parser(
@@ -125,23 +124,13 @@ def register(sub: argparse._SubParsersAction, add_location: Callable[..., None])
         importlib.import_module(name).register_repairs(kinds, common)
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"'{text}' is negative")
-    return value
-
-
 # --- opening --------------------------------------------------------------------------------------------------
 
 
 def _open(args: argparse.Namespace, default: OpenMode) -> SessionDir:
     from tui.cli import core as cli
 
-    return _open_mode(args, cli._mode(args, default=default))
+    return cli.open_as(args, default)
 
 
 def _open_mode(args: argparse.Namespace, mode: OpenMode) -> SessionDir:
@@ -220,11 +209,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
     me = LeaseOwner.current().instance_id
     with _open(args, OpenMode.READ_ONLY) as sd:
-        session_id = None
-        if args.session:
-            from store.mothx.sessions import resolve_session_id
-
-            session_id = resolve_session_id(sd, args.session)
+        session_id = arguments.session_of(sd, args)
         # The Runs screen's first page: the active (or orphaned) runs, then the newest ``--limit`` terminal runs.
         page = runs_page(sd, RunScope(session_id, orphaned_only=args.orphaned), limit=args.limit,
                          local_instance_id=me)

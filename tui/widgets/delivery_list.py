@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, ClassVar
 from rich.style import Style
 from rich.text import Text
 from textual import on
-from textual.widget import Widget
 
 from store.mothx.delivery_listing import DeliveryScope, deliveries_page
 from store.mothx.delivery_model import SUCCESS_TERMINAL, ChainLink, DeliveryCursor, DeliveryFailure
@@ -36,6 +35,7 @@ from tui import actions
 from tui.context import services
 from tui.formatting import one_line
 from tui.safe import notify
+from tui.widgets.facts_panel import FactsPanel
 from tui.widgets.row_list import Column, Key, Page, RowList, RowSource
 
 if TYPE_CHECKING:
@@ -324,40 +324,11 @@ def fact_lines(row: DeliveryRow | None, now_ms: int) -> list[Text]:
     return [head, where, chain, rule]
 
 
-class DeliveryFacts(Widget):
+class DeliveryFacts(FactsPanel[DeliveryRow]):
     """Four lines under the list: the selected operation, where it goes, its chain, and the retry rule."""
 
-    DEFAULT_CSS = """
-    DeliveryFacts {
-        height: 4;
-        padding: 0 1;
-        background: $panel;
-        text-wrap: nowrap;
-        text-overflow: ellipsis;
-    }
-    """
-
-    def __init__(self, *, clock: Callable[[], float] | None = None, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.row: DeliveryRow | None = None
-        self.clock = clock
-
-    def now_ms(self) -> int:
-        app = services(self)
-        clock = self.clock or (app.clock if app is not None else None)
-        return int((float(clock()) if clock is not None else time.time()) * 1000)
-
-    def show(self, row: DeliveryRow | None) -> None:
-        self.row = row
-        self.refresh()
-
-    def render(self) -> Text:
-        text = Text(no_wrap=True, overflow="ellipsis")
-        for i, line in enumerate(fact_lines(self.row, self.now_ms())):
-            if i:
-                text.append("\n")
-            text.append_text(line)
-        return text
+    def lines(self) -> list[Text]:
+        return fact_lines(self.row, int(self.now() * 1000))
 
 
 __all__ = ["DeliveryFacts", "DeliveryList", "DeliveryRow", "DeliverySource", "chain_text", "fact_lines",

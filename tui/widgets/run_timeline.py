@@ -10,7 +10,6 @@ re-read incrementally (only events after the last seq shown) when the run change
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -22,16 +21,15 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
-from textual.widget import Widget
 
 from store import times
 from store.safetext import json_dumps
 from tui import actions
-from tui.context import services
 from tui.formatting import describe_error, one_line
 from tui.lifecycle import ReportsWorkerFailures
 from tui.messages import WorkerFailed
 from tui.safe import notify
+from tui.widgets.facts_panel import FactsPanel
 from tui.widgets.run_list import RunRow, duration_text, expiry_text, fit, lease_applies, lease_valid_at
 
 if TYPE_CHECKING:
@@ -149,44 +147,11 @@ def fact_lines(row: RunRow | None, now: float) -> list[Text]:
     return lines
 
 
-class RunFacts(Widget):
+class RunFacts(FactsPanel[RunRow]):
     """Four lines: the run, its derived state, its lease (with the live countdown), its recovery record."""
 
-    DEFAULT_CSS = """
-    RunFacts {
-        height: 4;
-        padding: 0 1;
-        background: $panel;
-        text-wrap: nowrap;
-        text-overflow: ellipsis;
-    }
-    """
-
-    def __init__(self, *, clock: Callable[[], float] | None = None, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.row: RunRow | None = None
-        self.clock = clock
-
-    def now(self) -> float:
-        app = services(self)
-        clock = self.clock or (app.clock if app is not None else None)
-        if clock is None:  # a test host and no clock given: the wall clock
-            import time
-
-            return time.time()
-        return float(clock())
-
-    def show(self, row: RunRow | None) -> None:
-        self.row = row
-        self.refresh()
-
-    def render(self) -> Text:
-        text = Text(no_wrap=True, overflow="ellipsis")
-        for i, line in enumerate(fact_lines(self.row, self.now())):
-            if i:
-                text.append("\n")
-            text.append_text(line)
-        return text
+    def lines(self) -> list[Text]:
+        return fact_lines(self.row, self.now())
 
 
 @dataclass
