@@ -19,7 +19,6 @@ from tui.widgets.knowledge_lists import EvidenceRow
 if TYPE_CHECKING:
     from store.knowledge.model import Chunk, KnowledgeBase, QueryResult, Snapshot, Source
     from store.knowledge.publish import BaseSummary
-    from store.mothx.repair_kit import RepairPreview
 
 HIT_STYLE = "bold reverse"
 TREE_FANOUT = 24  # children drawn per node of the graph pane ("… N more" below)
@@ -51,20 +50,6 @@ class SourcesRead(Message):
     base: KnowledgeBase | None
     snapshot: Snapshot | None
     sources: list[Source]
-    error: str = ""
-
-
-@dataclass
-class ClearPreviewed(Message):
-    base_id: str
-    preview: RepairPreview | None
-    error: str = ""
-
-
-@dataclass
-class ClearApplied(Message):
-    base_id: str
-    message: str
     error: str = ""
 
 
@@ -161,5 +146,5 @@ def sources_text(base: KnowledgeBase, snap: Snapshot, sources: list[Source]) -> 
     return Text("\n").join(lines)
 
 
-__all__ = ["BasesLoaded", "ClearApplied", "ClearPreviewed", "QueryAnswered", "SourcesRead", "chunk_text",
+__all__ = ["BasesLoaded", "QueryAnswered", "SourcesRead", "chunk_text",
            "evidence_text", "neighbourhood", "node_label", "sources_text"]
