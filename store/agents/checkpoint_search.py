@@ -64,25 +64,43 @@ def _quote(lexeme: str) -> str:
     return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
+_POSITIONS = [str(min(i, MAX_POSITION)) for i in range(MAX_POSITION + 2)]
+_quoted: dict[str, str | None] = {}
+
+
+def _lexeme(tok: str) -> str | None:
+    """The quoted lexeme of a token (None: too long for a tsvector), cached."""
+    out = _quoted.get(tok, "")
+    if out == "":
+        size = len(tok) if tok.isascii() else len(tok.encode("utf-8"))
+        out = None if size > MAX_LEXEME_BYTES else (_quote(tok) + ":") if ("'" in tok or "\\" in tok) \
+            else "'" + tok + "':"
+        if len(_quoted) > 200_000:
+            _quoted.clear()
+        _quoted[tok] = out
+    return out
+
+
 def tsvector(text: str) -> str:
     """The ``tsvector`` literal of ``text``'s FTS5 tokens with their positions ("" when it has none)."""
-    where: dict[str, list[int]] = {}
+    where: dict[str, list[str]] = {}
+    last = len(_POSITIONS) - 1
     for pos, tok in enumerate(tokens(fts_text(text)), 1):
         found = where.get(tok)
         if found is None:
-            where[tok] = [pos]
+            where[tok] = [_POSITIONS[pos if pos < last else last]]
         elif len(found) < MAX_POSITIONS:
-            found.append(pos)
+            found.append(_POSITIONS[pos if pos < last else last])
     parts = []
     size = 0
     for tok, positions in where.items():
-        n = len(tok.encode("utf-8"))
-        if n > MAX_LEXEME_BYTES:
+        head = _lexeme(tok)
+        if head is None:
             continue
-        size += n + 2 * len(positions) + 8
+        size += len(head) + 3 * len(positions)
         if size > MAX_VECTOR_BYTES:
             break
-        parts.append(_quote(tok) + ":" + ",".join(str(min(p, MAX_POSITION)) for p in positions))
+        parts.append(head + ",".join(positions))
     return " ".join(parts)
 
 
@@ -166,6 +184,8 @@ def refresh(store: PgStore) -> RefreshStats:
         n, k = _index_chunk(store, f"{where} AND l.session_id IN ({','.join('?' * len(chunk))})", [*params, *chunk])
         lines, indexed = lines + n, indexed + k
     kind = "cold" if mark is None else ("incremental" if indexed else "unchanged")
+    if lines:
+        _summarize(store)
     if mark is None or horizon > mark:
         with store.write() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(?)", (INDEX_LOCK,))
@@ -173,6 +193,18 @@ def refresh(store: PgStore) -> RefreshStats:
                          "SET value = excluded.value WHERE CAST(agent_state_meta.value AS BIGINT) < "
                          "CAST(excluded.value AS BIGINT)", (WATERMARK, str(horizon)))
     return RefreshStats(kind, lines, indexed, time.perf_counter() - started)
+
+
+def _summarize(store: PgStore) -> None:
+    """Summarise the BRIN index's new block ranges now (an unsummarised range is read by every refresh until
+    autovacuum gets to it); a store user who may not do it only loses that shortcut."""
+    from store.errors import StoreError
+
+    try:
+        with store.write() as conn:
+            conn.execute("SELECT brin_summarize_new_values('agent_state_lines_search_xid_idx')")
+    except StoreError:
+        pass
 
 
 def _index_chunk(store: PgStore, where: str, params: list[object]) -> tuple[int, int]:

@@ -269,3 +269,35 @@ def test_tsvector_and_tsquery_literals() -> None:
     assert cs.tsvector("x" * 3000) == "" and cs.tsvector("") == ""
     many = cs.tsvector("w " * 300)
     assert many.count(",") == cs.MAX_POSITIONS - 1
+
+
+def test_cli_search_on_the_team_store(both: tuple[Path, Path, str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    from tui.cli import core as cli
+
+    unsafe = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+    _, team, url, _ = both
+    store = url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = cli.main(list(argv))
+        out, err = capsys.readouterr()
+        for text in (out, err):
+            assert unsafe.search(text) is None and "Traceback" not in text, text
+        return code, out, err
+
+    try:
+        code, out, err = run("--dir", str(team), "search", "walrus", "--captured", "--store", store)
+        assert code == 0 and "claude-code" in out and "LIKE scan" in err and "never built" in err
+        code, out, err = run("--dir", str(team), "search", "walrus", "--captured", "--index", "--store", store)
+        assert code == 0 and "ranked by the search index" in err and "»walrus«" in out
+        code, out, _ = run("--dir", str(team), "search", "walrus", "--captured", "--json", "--store", store)
+        doc = json.loads(out)
+        assert doc["source"] == "index" and doc["total"] == 2 and doc["hits"][0]["spans"]
+        for bad in (*HOSTILE, '"unbalanced', "NEAR(", "a OR", "*"):
+            assert run("--dir", str(team), "search", "--captured", "--store", store, "--", bad)[0] == 0
+        assert run("--dir", str(team), "search", "x", "--index", "--store", store)[0] == 2
+        assert run("--dir", str(team), "--read-only", "search", "x", "--captured", "--index", "--store", store)[0] == 2
+    finally:
+        use_store(None)

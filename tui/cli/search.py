@@ -49,6 +49,9 @@ def register(subparsers: argparse._SubParsersAction, add_location: AddLocation) 
     sp.add_argument("--json", action="store_true", help="print the result as JSON")
     sp.add_argument("--limit", type=int, default=20, metavar="N", help="sessions to show (default 20; 0: all)")
     sp.add_argument("--captured", action="store_true", help="search captured Claude Code / Codex records")
+    from tui.cli.store_option import add_store
+
+    add_store(sp)
     sp.add_argument("--index", action="store_true",
                     help="with --captured on a PostgreSQL store: bring the store's search index up to date first "
                          "(writes to the store)")
