@@ -151,6 +151,7 @@ def behind(store: PgStore) -> str:
         mark = watermark(conn)
         if mark is None:
             return "the store's search index was never built (a read mode does not build it)"
+        _recent_only(conn)
         rows = conn.execute(_PENDING.format(where="l.search_xid >= ?") + f" LIMIT {READ_BEHIND_PROBE + 1}",
                             (mark,)).fetchall()
     if len(rows) > READ_BEHIND_PROBE or any(record_text(r[4]) for r in rows):
@@ -166,7 +167,6 @@ def refresh(store: PgStore) -> RefreshStats:
         if not index_exists(conn):
             raise RuntimeError("the store's layout has no search index (migration 3 was not applied)")
         mark = watermark(conn)
-    with store.read() as conn:
         horizon = int(conn.execute("SELECT txid_snapshot_xmin(txid_current_snapshot())").fetchone()[0])
         if mark is None:
             where = "TRUE"
@@ -175,6 +175,7 @@ def refresh(store: PgStore) -> RefreshStats:
         else:
             where = "l.search_xid >= ?"
             params = [mark]
+            _recent_only(conn)
             found = conn.execute("SELECT DISTINCT session_id FROM agent_state_lines WHERE search_xid >= ? ORDER BY 1",
                                  (mark,)).fetchall()
     sessions = [str(r[0]) for r in found]
@@ -186,13 +187,20 @@ def refresh(store: PgStore) -> RefreshStats:
     kind = "cold" if mark is None else ("incremental" if indexed else "unchanged")
     if lines:
         _summarize(store)
-    if mark is None or horizon > mark:
+    if mark is None or (sessions and horizon > mark):  # (nothing new: the watermark may stay where it is)
         with store.write() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(?)", (INDEX_LOCK,))
             conn.execute("INSERT INTO agent_state_meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE "
                          "SET value = excluded.value WHERE CAST(agent_state_meta.value AS BIGINT) < "
                          "CAST(excluded.value AS BIGINT)", (WATERMARK, str(horizon)))
     return RefreshStats(kind, lines, indexed, time.perf_counter() - started)
+
+
+def _recent_only(conn: PgConnection) -> None:
+    """Make this transaction read recent lines through the BRIN index: without fresh statistics (a bulk
+    capture) the planner would read the whole table, in parallel, for what is a few pages."""
+    conn.execute("SET LOCAL enable_seqscan = off")
+    conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")   # (starting workers costs more than the read)
 
 
 def _summarize(store: PgStore) -> None:
@@ -216,6 +224,8 @@ def _index_chunk(store: PgStore, where: str, params: list[object]) -> tuple[int,
         try:
             with store.write() as conn:
                 conn.execute("SELECT pg_advisory_xact_lock(?)", (INDEX_LOCK,))
+                if "search_xid" in where:
+                    _recent_only(conn)
                 rows = conn.execute(_PENDING.format(where=where), params).fetchall()
                 values = []
                 for sid, path, line, xid, content in rows:
