@@ -10,6 +10,9 @@ ranked ones, as the session list's search (reference 5.2) finds them too.
 Where the index cannot be kept (the cache folder is not writable) the answer is the LIKE scan the session list
 uses (ASCII case-insensitive substring of the session columns or of any ``entries.data``), exactly: the same
 sessions, ordered by how many entries match; ``SearchResult.source`` says which one answered.
+
+The captured records of a PostgreSQL team store are searched in the store's own ``tsvector`` index
+(:mod:`store.search.team`, :mod:`store.agents.checkpoint_search`), with the same results for the same data.
 """
 
 from __future__ import annotations

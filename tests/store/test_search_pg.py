@@ -301,3 +301,34 @@ def test_cli_search_on_the_team_store(both: tuple[Path, Path, str, Path], capsys
         assert run("--dir", str(team), "--read-only", "search", "x", "--captured", "--index", "--store", store)[0] == 2
     finally:
         use_store(None)
+
+
+def test_incremental_equals_a_full_build_and_indexers_run_at_once(both: tuple[Path, Path, str, Path]) -> None:
+    import threading
+
+    _, team, url, tree = both
+    use_store(url)
+    rows = "SELECT session_id, file_path, line_number, CAST(words AS TEXT) FROM agent_state_search ORDER BY 1, 2, 3"
+    with open_session_dir(team, OpenMode.READ_WRITE) as sd:
+        errors: list[BaseException] = []
+
+        def index() -> None:
+            try:
+                refresh_team(sd)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=index) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        _tree(tree, ["more text about a capybara", "and a quokka"], start=700)
+        cap.capture_claude_code(sd, tree)
+        assert refresh_team(sd).kind == "incremental"
+        incremental = pg_execute(url, rows)
+        pg_execute(url, "DELETE FROM agent_state_search")
+        pg_execute(url, "DELETE FROM agent_state_meta WHERE name = 'search_watermark'")
+        assert refresh_team(sd).kind == "cold"
+        assert pg_execute(url, rows) == incremental and len(incremental) > 40
