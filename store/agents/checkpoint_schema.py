@@ -11,7 +11,13 @@ applied (version, description, time). The migrations:
 2. hosts and the session log: each session records the host that last captured it
    (``agent_state_session_hosts``) and each run the host that made it (``agent_state_run_hosts``; tables of
    their own, so the version-1 tables keep their columns); the version table; ``agent_state_blobs``, the
-   compare-and-swap blobs of the session log (:class:`~store.agents.sessionlog_sql.SqlBlobStore`).
+   compare-and-swap blobs of the session log (:class:`~store.agents.sessionlog_sql.SqlBlobStore`);
+3. the full-text index of captured records on PostgreSQL (:mod:`store.agents.checkpoint_search`): each line
+   records the transaction that wrote it (``agent_state_lines.search_xid``, a column default, so every writer
+   fills it without knowing; a BRIN index, nearly free to keep while capturing), and
+   ``agent_state_search`` holds one ``tsvector`` per line with text (a GIN index), removed with its line
+   (``ON DELETE CASCADE``). On SQLite nothing changes: its index is the FTS5 side file in the cache folder
+   (:mod:`store.search.index`); the migration is recorded only.
 
 A file or database at version 1 is upgraded in place by the first write-mode open (one transaction); a read
 mode never writes and reads version 1 as it is. A version newer than :data:`SCHEMA_VERSION` is refused.
@@ -24,11 +30,13 @@ from importlib import resources
 from typing import Any
 
 from store.agents.checkpoint_engine import PgConnection, PgStore, has_table
-from store.agents.checkpoint_model import SCHEMA_VERSION, now_text
+from store.agents.checkpoint_model import now_text
 from store.errors import SchemaIncompatible
 from store.mothx.db import Database
 from store.mothx.schema import split_statements
 
+SCHEMA_VERSION = 3
+"""The layout this Sessionscope writes (``checkpoint_model.SCHEMA_VERSION`` is to follow it)."""
 PG_SEQUENCE = "agent_state_fencing_token_seq"
 # An advisory lock key of the store's own (two PostgreSQL processes creating the schema at once queue on it).
 PG_SCHEMA_LOCK = 0x5E55_10C0
@@ -77,9 +85,29 @@ MIGRATION_2 = (
     updated_at TEXT   NOT NULL
 )""",
 )
+MIGRATION_3_PG = (
+    "ALTER TABLE agent_state_lines ADD COLUMN IF NOT EXISTS search_xid BIGINT",
+    "ALTER TABLE agent_state_lines ALTER COLUMN search_xid SET DEFAULT txid_current()",
+    "CREATE INDEX IF NOT EXISTS agent_state_lines_search_xid_idx ON agent_state_lines USING BRIN (search_xid)",
+    """CREATE TABLE IF NOT EXISTS agent_state_search (
+    session_id  TEXT COLLATE "C" NOT NULL,
+    file_path   TEXT COLLATE "C" NOT NULL,
+    line_number BIGINT   NOT NULL,
+    line_xid    BIGINT,
+    words       TSVECTOR NOT NULL,
+    PRIMARY KEY (session_id, file_path, line_number),
+    CONSTRAINT agent_state_search_line_fkey
+        FOREIGN KEY (session_id, file_path, line_number)
+        REFERENCES agent_state_lines (session_id, file_path, line_number) ON DELETE CASCADE
+)""",
+    "CREATE INDEX IF NOT EXISTS agent_state_search_words_idx ON agent_state_search USING GIN (words)",
+)
+"""Migration 3 on PostgreSQL (no table rewrite: the new column has no stored default for existing rows, whose
+``search_xid`` stays NULL; the first indexing reads every line)."""
 DESCRIPTIONS = {
     1: "the checkpoint layout (versions, lines, publication heads, runs, fencing tokens)",
     2: "hosts of sessions and runs, the migrations table, the session log's compare-and-swap blobs",
+    3: "the full-text index of captured records (PostgreSQL: tsvector per line, GIN; SQLite: its FTS5 side file)",
 }
 
 
@@ -91,6 +119,8 @@ def _statements(version: int, pg: bool) -> list[str]:
         return out
     if version == 2:
         return [pg_statement(s) if pg else s for s in MIGRATION_2]
+    if version == 3:
+        return list(MIGRATION_3_PG) if pg else []
     raise ValueError(version)
 
 

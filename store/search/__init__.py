@@ -1,5 +1,6 @@
 """Ranked full-text search over mothx entries and captured records (an FTS5 side index outside the session
-directory; the exact LIKE scan where no index may be kept). See :mod:`store.search.engine`."""
+directory; the exact LIKE scan where no index may be kept). See :mod:`store.search.engine`. The captured records
+of a PostgreSQL team store are searched in the store's own index instead (:mod:`store.search.team`)."""
 
 from store.search.engine import (
     INDEX,

@@ -10,6 +10,9 @@ ranked ones, as the session list's search (reference 5.2) finds them too.
 Where the index cannot be kept (the cache folder is not writable) the answer is the LIKE scan the session list
 uses (ASCII case-insensitive substring of the session columns or of any ``entries.data``), exactly: the same
 sessions, ordered by how many entries match; ``SearchResult.source`` says which one answered.
+
+The captured records of a PostgreSQL team store are searched in the store's own ``tsvector`` index
+(:mod:`store.search.team`, :mod:`store.agents.checkpoint_search`), with the same results for the same data.
 """
 
 from __future__ import annotations
@@ -157,13 +160,24 @@ def index_info(sd: SessionDir) -> SearchIndexInfo | None:
 
 
 def search(sd: SessionDir, query: str, *, limit: int | None = 50, after: tuple[float, str] | None = None,
-           captured: bool = False, snippets: bool = True, use_index: bool = True) -> SearchResult:
+           captured: bool = False, snippets: bool = True, use_index: bool = True,
+           index_store: bool | None = None) -> SearchResult:
     """Sessions matching ``query`` (what a user typed; never an FTS syntax error), best first.
 
     ``limit`` hits (None: all) after the hit whose ``key`` is ``after``. ``captured`` searches captured records
     instead of mothx entries. ``snippets=False`` is ranking only: each hit's session, score, seq and match count,
     with no snippet and (from the index) no entry id, role or type. ``use_index=False`` answers with the LIKE scan.
+
+    Captured records of a PostgreSQL team store are searched in the store's own full-text index
+    (:mod:`store.search.team`): ``index_store`` says whether this search may bring that index up to date (a
+    write to the store); None: when the directory is open read-write.
     """
+    if captured:
+        from store.search.team import is_team_store, search_team
+
+        if is_team_store():
+            return search_team(sd, query, limit=limit, after=after, snippets=snippets, use_index=use_index,
+                               index_store=index_store)
     index, reason = _index(sd) if use_index else (None, "the LIKE scan was asked for")
     if index is not None:
         try:
@@ -324,7 +338,7 @@ def _column_matches(sd: SessionDir, text: str) -> list[str]:
 
 def _like(sd: SessionDir, text: str, limit: int | None, after: tuple[float, str] | None, captured: bool,
           snippets: bool, reason: str) -> SearchResult:
-    if not text:
+    if not text or "\x00" in text:  # (a NUL would end SQLite's LIKE pattern early: it would match everything)
         return SearchResult(text, LIKE, reason, (), 0, False, captured)
     bound = bind(like_pattern(text))
     found: dict[str, list[int]] = {}        # session -> [first matching seq, matches]

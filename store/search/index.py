@@ -436,7 +436,7 @@ def _state_db(sd: SessionDir) -> Database | None:
         db = open_state_db(sd)
     except (StoreError, sqlite3.Error, OSError):
         return None
-    # A PostgreSQL team store is not indexed here (its own full-text index is future work): no captured rows.
+    # A PostgreSQL team store is not indexed here: it keeps its own index (store.search.team); no rows here.
     if isinstance(db, Database) or db is None:
         return db
     db.close()

@@ -1,6 +1,6 @@
 """``sessionscope search``: ranked full-text search (a :data:`tui.cli.core.COMMAND_MODULES` module).
 
-    sessionscope [--dir PATH] search QUERY... [--json] [--limit N] [--captured]
+    sessionscope [--dir PATH] search QUERY... [--json] [--limit N] [--captured [--index]]
 
 Sessions matching QUERY, best first (FTS5 bm25 over the search index kept in the user cache folder; built or
 brought up to date on the way, never writing to the session directory), one row per session: its best hit's
@@ -8,6 +8,11 @@ score, session id, entry seq and role, and a snippet with the matched words. ``-
 Claude Code / Codex records instead (the SESSION column is then the agent session id). Words are ANDed,
 ``"a b"`` is a phrase, ``abc*`` a prefix; anything else is literal (no FTS syntax error is possible). Where the
 index cannot be kept the exact LIKE scan answers, and the last line says so. Read-only by default.
+
+With a PostgreSQL team store (``--store postgresql://…``) captured records are searched in the store's own
+full-text index. ``--index`` brings it up to date first (a write to the store: refused with --read-only or
+--snapshot); without it a read answers from the index only when it is up to date, else with the exact ILIKE
+scan, and says why.
 
 Exit status: 0 (also when nothing matches), 1 a failure, 2 bad arguments.
 """
@@ -44,6 +49,12 @@ def register(subparsers: argparse._SubParsersAction, add_location: AddLocation) 
     sp.add_argument("--json", action="store_true", help="print the result as JSON")
     sp.add_argument("--limit", type=int, default=20, metavar="N", help="sessions to show (default 20; 0: all)")
     sp.add_argument("--captured", action="store_true", help="search captured Claude Code / Codex records")
+    from tui.cli.store_option import add_store
+
+    add_store(sp)
+    sp.add_argument("--index", action="store_true",
+                    help="with --captured on a PostgreSQL store: bring the store's search index up to date first "
+                         "(writes to the store)")
     sp.set_defaults(handler=cmd_search)
 
 
@@ -82,9 +93,14 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     if args.limit < 0:
         raise UsageError("--limit takes 0 (all) or more")
+    if args.index and not args.captured:
+        raise UsageError("--index goes with --captured (the team store's index of captured records)")
+    if args.index and (getattr(args, "read_only", False) or getattr(args, "snapshot", False)):
+        raise UsageError("--index writes to the store: not with --read-only or --snapshot")
     text = " ".join(args.query)
     with open_dir(args, write=False) as sd:
-        result = search(sd, text, limit=args.limit or None, captured=args.captured)
+        result = search(sd, text, limit=args.limit or None, captured=args.captured,
+                        index_store=True if args.index else None)
     if args.json:
         json_out(result_json(result))
         return 0

@@ -140,7 +140,10 @@ class SearchScreen(ReportsWorkerFailures, Screen[None]):
 
     def _searching(self) -> str:
         from store.search import index_path_for
+        from store.search.team import is_team_store
 
+        if self.captured and is_team_store():
+            return "Searching the team store (a first search in a write mode builds its index)…"
         if self.sd is not None and not index_path_for(self.sd.db.path).exists():
             return "Building the search index (once: about a minute per million entries)…"
         return "Searching…"

@@ -1,0 +1,320 @@
+"""Ranked full-text search over the captured records of a PostgreSQL checkpoint store (the team store).
+
+The index lives in the store itself (layout migration 3, :mod:`store.agents.checkpoint_schema`):
+``agent_state_search`` holds one ``tsvector`` per captured line with text, with a GIN index. Its text is the
+one :func:`store.search.text.record_text` gives the SQLite side index, and its words are the ones SQLite's FTS5
+finds (:mod:`store.search.tokens`, written as a ``tsvector`` literal, never parsed by PostgreSQL's own parser,
+which splits text otherwise); a query is a ``tsquery`` literal of the same tokens
+(:func:`tsquery`), so both engines match the same records for the same data and no typed text is syntax.
+
+**Incremental, on search, not at capture.** Capture stays as it is (its speed matters): every line it writes
+gets, through a column default, the id of the transaction that wrote it (``search_xid``). :func:`refresh` —
+run by the first search in a write mode, and by every later one — indexes the lines whose ``search_xid`` is
+at or above the *watermark* and that are not indexed yet, then moves the watermark to the oldest transaction
+still running when it began (``txid_snapshot_xmin``): every line of a transaction below it was visible to the
+pass, so nothing committed late is ever skipped, whatever order concurrent captures commit in. A line
+deleted or rewritten by a capture takes its index row with it (``ON DELETE CASCADE``); a rewritten line comes
+back with a new ``search_xid``. Indexers queue on an advisory lock; each chunk commits, so an interrupted build
+resumes where it stopped.
+
+**Read modes never write.** With no index yet, or with lines captured since it was last brought up to date,
+a read mode answers with the exact scan (``ILIKE`` over the raw record, as SQLite's ``LIKE`` fallback) and says
+why.
+
+Ranking is ``ts_rank_cd`` (cover density, normalised by the log of the record's length); a session's rank is
+its best record's. Limits of ``tsvector`` (documented): a word longer than 2,046 bytes is not indexed, a
+record keeps at most 256 positions per word and positions past 16,383 count as 16,383 (a phrase there may
+not be found on PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from store.agents.checkpoint_engine import PgConnection, PgStore, has_table
+from store.search.index import fts_text
+from store.search.query import Query
+from store.search.text import record_text
+from store.search.tokens import tokens
+
+WATERMARK = "search_watermark"
+"""``agent_state_meta`` row: lines with ``search_xid`` below it are all indexed (absent: never built)."""
+INDEX_LOCK = 0x5E55_5EA0
+"""The advisory lock indexers queue on."""
+SESSIONS_PER_CHUNK = 64
+MAX_LEXEME_BYTES = 2046
+MAX_POSITIONS = 256
+MAX_POSITION = 16_383
+MAX_VECTOR_BYTES = 900_000
+READ_BEHIND_PROBE = 1_000
+
+
+@dataclass(frozen=True)
+class RefreshStats:
+    kind: str              # "cold" (first build), "incremental", "unchanged"
+    lines: int             # lines read
+    indexed: int           # rows written (lines with text)
+    seconds: float
+
+
+def _quote(lexeme: str) -> str:
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+_POSITIONS = [str(min(i, MAX_POSITION)) for i in range(MAX_POSITION + 2)]
+_quoted: dict[str, str | None] = {}
+
+
+def _lexeme(tok: str) -> str | None:
+    """The quoted lexeme of a token (None: too long for a tsvector), cached."""
+    out = _quoted.get(tok, "")
+    if out == "":
+        size = len(tok) if tok.isascii() else len(tok.encode("utf-8"))
+        out = None if size > MAX_LEXEME_BYTES else (_quote(tok) + ":") if ("'" in tok or "\\" in tok) \
+            else "'" + tok + "':"
+        if len(_quoted) > 200_000:
+            _quoted.clear()
+        _quoted[tok] = out
+    return out
+
+
+def tsvector(text: str) -> str:
+    """The ``tsvector`` literal of ``text``'s FTS5 tokens with their positions ("" when it has none)."""
+    where: dict[str, list[str]] = {}
+    last = len(_POSITIONS) - 1
+    for pos, tok in enumerate(tokens(fts_text(text)), 1):
+        found = where.get(tok)
+        if found is None:
+            where[tok] = [_POSITIONS[pos if pos < last else last]]
+        elif len(found) < MAX_POSITIONS:
+            found.append(_POSITIONS[pos if pos < last else last])
+    parts = []
+    size = 0
+    for tok, positions in where.items():
+        head = _lexeme(tok)
+        if head is None:
+            continue
+        size += len(head) + 3 * len(positions)
+        if size > MAX_VECTOR_BYTES:
+            break
+        parts.append(head + ",".join(positions))
+    return " ".join(parts)
+
+
+def tsquery(parsed: Query) -> str | None:
+    """The ``tsquery`` literal of a parsed query: its terms ANDed, a phrase as ``<->``, a prefix as ``:*``. None
+    when it can match nothing (no term, or a term with no FTS5 token, which FTS5 matches nowhere either)."""
+    if parsed.empty:
+        return None
+    out = []
+    for term in parsed.terms:
+        toks = [t for t in tokens(fts_text(" ".join(term.words)))]
+        if not toks or any(len(t.encode("utf-8")) > MAX_LEXEME_BYTES for t in toks):
+            return None
+        parts = [_quote(t) for t in toks]
+        if term.prefix:
+            parts[-1] += ":*"
+        out.append(parts[0] if len(parts) == 1 else "(" + " <-> ".join(parts) + ")")
+    return " & ".join(out)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# State
+
+
+def index_exists(conn: PgConnection) -> bool:
+    return has_table(conn, "agent_state_search")
+
+
+def watermark(conn: PgConnection) -> int | None:
+    row = conn.execute("SELECT value FROM agent_state_meta WHERE name = ?", (WATERMARK,)).fetchone()
+    return int(row[0]) if row is not None and str(row[0]).isdigit() else None
+
+
+_PENDING = (
+    "SELECT l.session_id, l.file_path, l.line_number, l.search_xid, l.content FROM agent_state_lines l "
+    "WHERE {where} AND NOT EXISTS (SELECT 1 FROM agent_state_search s WHERE s.session_id = l.session_id "
+    "AND s.file_path = l.file_path AND s.line_number = l.line_number "
+    "AND s.line_xid IS NOT DISTINCT FROM l.search_xid)"
+)
+
+
+def behind(store: PgStore) -> str:
+    """Why the index cannot answer exactly as it stands ("" when it can): no index, never built, or records
+    with text captured since it was last brought up to date (read without writing anything)."""
+    with store.read() as conn:
+        if not index_exists(conn):
+            return "the store has no search index yet (a read mode does not create it)"
+        mark = watermark(conn)
+        if mark is None:
+            return "the store's search index was never built (a read mode does not build it)"
+        _recent_only(conn)
+        rows = conn.execute(_PENDING.format(where="l.search_xid >= ?") + f" LIMIT {READ_BEHIND_PROBE + 1}",
+                            (mark,)).fetchall()
+    if len(rows) > READ_BEHIND_PROBE or any(record_text(r[4]) for r in rows):
+        return ("records were captured since the store's search index was last brought up to date "
+                "(a read mode does not refresh it)")
+    return ""
+
+
+def refresh(store: PgStore) -> RefreshStats:
+    """Index every captured line not indexed yet (a write mode only; see the module's documentation)."""
+    started = time.perf_counter()
+    with store.read() as conn:
+        if not index_exists(conn):
+            raise RuntimeError("the store's layout has no search index (migration 3 was not applied)")
+        mark = watermark(conn)
+        horizon = int(conn.execute("SELECT txid_snapshot_xmin(txid_current_snapshot())").fetchone()[0])
+        if mark is None:
+            where = "TRUE"
+            params: list[object] = []
+            found = conn.execute("SELECT session_id FROM agent_state_sessions ORDER BY 1").fetchall()
+        else:
+            where = "l.search_xid >= ?"
+            params = [mark]
+            _recent_only(conn)
+            found = conn.execute("SELECT DISTINCT session_id FROM agent_state_lines WHERE search_xid >= ? ORDER BY 1",
+                                 (mark,)).fetchall()
+    sessions = [str(r[0]) for r in found]
+    lines = indexed = 0
+    for i in range(0, len(sessions), SESSIONS_PER_CHUNK):
+        chunk = sessions[i:i + SESSIONS_PER_CHUNK]
+        n, k = _index_chunk(store, f"{where} AND l.session_id IN ({','.join('?' * len(chunk))})", [*params, *chunk])
+        lines, indexed = lines + n, indexed + k
+    kind = "cold" if mark is None else ("incremental" if indexed else "unchanged")
+    if lines:
+        _summarize(store)
+    if mark is None or (sessions and horizon > mark):  # (nothing new: the watermark may stay where it is)
+        with store.write() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(?)", (INDEX_LOCK,))
+            conn.execute("INSERT INTO agent_state_meta (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE "
+                         "SET value = excluded.value WHERE CAST(agent_state_meta.value AS BIGINT) < "
+                         "CAST(excluded.value AS BIGINT)", (WATERMARK, str(horizon)))
+    return RefreshStats(kind, lines, indexed, time.perf_counter() - started)
+
+
+def _recent_only(conn: PgConnection) -> None:
+    """Make this transaction read recent lines through the BRIN index: without fresh statistics (a bulk
+    capture) the planner would read the whole table, in parallel, for what is a few pages."""
+    conn.execute("SET LOCAL enable_seqscan = off")
+    conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")   # (starting workers costs more than the read)
+
+
+def _summarize(store: PgStore) -> None:
+    """Summarise the BRIN index's new block ranges now (an unsummarised range is read by every refresh until
+    autovacuum gets to it); a store user who may not do it only loses that shortcut."""
+    from store.errors import StoreError
+
+    try:
+        with store.write() as conn:
+            conn.execute("SELECT brin_summarize_new_values('agent_state_lines_search_xid_idx')")
+    except StoreError:
+        pass
+
+
+def _index_chunk(store: PgStore, where: str, params: list[object]) -> tuple[int, int]:
+    """Index the pending lines matching ``where`` in one transaction; (lines read, rows written). A line
+    deleted by a capture between the read and the write makes the chunk start over."""
+    import psycopg
+
+    for attempt in range(3):
+        try:
+            with store.write() as conn:
+                conn.execute("SELECT pg_advisory_xact_lock(?)", (INDEX_LOCK,))
+                if "search_xid" in where:
+                    _recent_only(conn)
+                rows = conn.execute(_PENDING.format(where=where), params).fetchall()
+                values = []
+                for sid, path, line, xid, content in rows:
+                    vector = tsvector(record_text(content))
+                    if vector:
+                        values.append((sid, path, line, xid, vector))
+                if values:
+                    _write(conn, values)
+                return len(rows), len(values)
+        except Exception as exc:  # noqa: BLE001 - a line deleted under us: read again
+            cause = exc.__cause__ or exc
+            if attempt == 2 or not isinstance(cause, psycopg.errors.ForeignKeyViolation):
+                raise
+    return 0, 0  # pragma: no cover
+
+
+def _write(conn: PgConnection, values: list[tuple[Any, ...]]) -> None:
+    # A stale row of a rewritten line (another xid) is replaced; COPY would refuse the duplicate key.
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS search_stage (session_id TEXT, file_path TEXT, line_number BIGINT, "
+                 "line_xid BIGINT, words TSVECTOR) ON COMMIT DELETE ROWS")
+    conn.copy_rows("search_stage", ("session_id", "file_path", "line_number", "line_xid", "words"), values)
+    conn.execute("INSERT INTO agent_state_search (session_id, file_path, line_number, line_xid, words) "
+                 "SELECT session_id, file_path, line_number, line_xid, words FROM search_stage "
+                 "ON CONFLICT (session_id, file_path, line_number) DO UPDATE SET line_xid = excluded.line_xid, "
+                 "words = excluded.words")
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Queries
+
+RankedRow = tuple[float, str, int, float, int, str, str, int, str]
+"""(order, agent session id, line number, score, matches, agent id, file path, line number, store session id)"""
+
+
+def ranked(store: PgStore, query: str) -> list[RankedRow]:
+    """Every agent session with a record matching the ``tsquery`` literal ``query``, with its best record
+    (highest ``ts_rank_cd``; the order key and score are its negation, lower is better, as bm25's)."""
+    with store.read() as conn:
+        rows = conn.execute(
+            "WITH h AS MATERIALIZED (SELECT s.session_id, s.file_path, s.line_number, "
+            "ts_rank_cd(s.words, q.q, 1) AS rank FROM agent_state_search s, "
+            "(SELECT CAST(? AS tsquery) AS q) q WHERE s.words @@ q.q), "
+            "b AS (SELECT DISTINCT ON (session_id) session_id, file_path, line_number, rank, "
+            "count(*) OVER (PARTITION BY session_id) AS n FROM h "
+            "ORDER BY session_id, rank DESC, file_path, line_number) "
+            "SELECT b.rank, ss.agent_session_id, b.line_number, b.n, ss.agent_id, b.file_path, b.session_id "
+            "FROM b JOIN agent_state_sessions ss ON ss.session_id = b.session_id", (query,)).fetchall()
+    return [(-float(r), str(a), int(line), -float(r), int(n), str(agent), str(path), int(line), str(sid))
+            for r, a, line, n, agent, path, sid in rows]
+
+
+def record_keys(store: PgStore, query: str) -> set[tuple[str, str, str, int]]:
+    """Every matching record as (agent id, agent session id, file path, line number) (tests compare engines)."""
+    with store.read() as conn:
+        return {(str(a), str(b), str(c), int(d)) for a, b, c, d in conn.execute(
+            "SELECT ss.agent_id, ss.agent_session_id, s.file_path, s.line_number FROM agent_state_search s "
+            "JOIN agent_state_sessions ss ON ss.session_id = s.session_id WHERE s.words @@ CAST(? AS tsquery)",
+            (query,))}
+
+
+def contents(store: PgStore, keys: Iterable[tuple[str, str, int]]) -> dict[tuple[str, str, int], str]:
+    """The raw text of the lines ``(store session id, file path, line number)``."""
+    wanted = list(keys)
+    out: dict[tuple[str, str, int], str] = {}
+    with store.read() as conn:
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i:i + 500]
+            marks = ",".join("(?, ?, ?)" for _ in chunk)
+            for sid, path, line, content in conn.execute(
+                    f"SELECT session_id, file_path, line_number, content FROM agent_state_lines "
+                    f"WHERE (session_id, file_path, line_number) IN ({marks})", [v for k in chunk for v in k]):
+                out[(str(sid), str(path), int(line))] = str(content)
+    return out
+
+
+def scan(store: PgStore, pattern: str) -> list[tuple[str, str, str, str, int, int]]:
+    """The exact scan: every agent session with a line whose raw text contains ``pattern`` (an ``ILIKE``
+    pattern, ``\\`` escaping): (agent session id, agent id, store session id, file path, first line, matches)."""
+    with store.read() as conn:
+        if not has_table(conn, "agent_state_lines"):
+            return []
+        rows = conn.execute(
+            "SELECT ss.agent_session_id, ss.agent_id, m.session_id, m.file_path, m.line_number, m.n FROM ("
+            "SELECT DISTINCT ON (l.session_id) l.session_id, l.file_path, l.line_number, "
+            "count(*) OVER (PARTITION BY l.session_id) AS n FROM agent_state_lines l "
+            "WHERE l.content ILIKE ? ESCAPE '\\' ORDER BY l.session_id, l.file_path, l.line_number) m "
+            "JOIN agent_state_sessions ss ON ss.session_id = m.session_id", (pattern,)).fetchall()
+    return [(str(a), str(b), str(c), str(d), int(e), int(f)) for a, b, c, d, e, f in rows]
+
+
+__all__ = ["RefreshStats", "behind", "contents", "index_exists", "ranked", "record_keys", "refresh", "scan",
+           "tsquery", "tsvector", "watermark"]

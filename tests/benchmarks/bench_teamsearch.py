@@ -1,0 +1,155 @@
+"""Search over captured records on both stores, side by side (not part of the default test run).
+
+Captures N Claude Code transcripts (default 1,000, generated as ``bench_teamstore`` generates them; one in a
+hundred also gets a record with a rare word) into the SQLite store and into PostgreSQL, builds each engine's
+index (SQLite: the FTS5 side file; PostgreSQL: the store's tsvector/GIN table), and prints for a common and a
+rare word, all results with snippets: each engine's search time, its exact scan's (SQLite ``LIKE`` /
+PostgreSQL ``ILIKE``) and their ratio; and each index build's time ÷ its capture's. Both engines must find the
+same agent sessions with the same match counts (checked).
+
+Run:  ``.venv/bin/python -m tests.benchmarks.bench_teamsearch [--files 1000] [--pg postgresql://…]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from store.agents.capture import capture_claude_code  # noqa: E402
+from store.agents.checkpoint_engine import dispose_engines, use_store  # noqa: E402
+from store.mothx.db import OpenMode  # noqa: E402
+from store.mothx.sessiondir import open_session_dir  # noqa: E402
+from store.search import SearchResult, refresh, search  # noqa: E402
+from store.search.team import refresh_team  # noqa: E402
+from tests.benchmarks.bench_teamstore import build_tree, postgres  # noqa: E402
+
+COMMON = "standard"
+RARE = "quokka"
+
+
+def add_rare_records(root: Path, every: int = 100) -> int:
+    """A user record holding the rare word appended to one transcript in ``every``."""
+    files = sorted(root.rglob("*.jsonl"))
+    for path in files[::every]:
+        sid = path.stem
+        rec = {"parentUuid": None, "isSidechain": False, "type": "user", "sessionId": sid,
+               "message": {"role": "user", "content": f"did anyone see the {RARE} in {sid[:8]}?"},
+               "uuid": str(uuid.uuid4()), "timestamp": "2026-11-20T12:00:00.000Z"}
+        with path.open("ab") as fh:
+            fh.write(json.dumps(rec, separators=(",", ":")).encode() + b"\n")
+    return len(files[::every])
+
+
+@dataclass(frozen=True)
+class Timed:
+    ranked_s: float
+    ranked: SearchResult
+    bare_s: float
+    first_s: float
+    scan_s: float
+    scan: SearchResult
+
+
+def best_of(fn: Callable[[], SearchResult], runs: int = 3) -> tuple[float, SearchResult]:
+    best = float("inf")
+    out = fn()
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
+def run_engine(name: str, url: str | None, root: Path, work: Path) -> dict[str, object]:
+    use_store(url)
+    try:
+        folder = work / f"sessions-{name}"
+        with open_session_dir(folder, create=True) as sd:
+            t0 = time.perf_counter()
+            capture_claude_code(sd, root)
+            capture_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            if url is None:
+                refresh(sd, captured=True)
+            else:
+                refresh_team(sd)
+            build_s = time.perf_counter() - t0
+        out: dict[str, object] = {"capture": capture_s, "build": build_s}
+        with open_session_dir(folder, OpenMode.READ_WRITE) as sd:
+            for word in (COMMON, RARE):
+                def ranked(w: str = word) -> SearchResult:
+                    return search(sd, w, captured=True, limit=None)
+
+                def bare(w: str = word) -> SearchResult:
+                    return search(sd, w, captured=True, limit=None, snippets=False)
+
+                def first(w: str = word) -> SearchResult:
+                    return search(sd, w, captured=True, limit=20)
+
+                def scan(w: str = word) -> SearchResult:
+                    return search(sd, w, captured=True, limit=None, use_index=False)
+
+                out[word] = Timed(*best_of(ranked), best_of(bare)[0], best_of(first)[0], *best_of(scan))
+    finally:
+        use_store(None)
+        dispose_engines()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", type=int, default=1000)
+    parser.add_argument("--pg", default=os.environ.get("SESSIONSCOPE_BENCH_PG"))
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-teamsearch-") as tmp:
+        work = Path(tmp)
+        root = work / "projects"
+        files, size = build_tree(root, args.files)
+        rare = add_rare_records(root)
+        print(f"tree: {files} Claude Code transcripts, {size / 1e6:.1f} MB; '{RARE}' in {rare} of them")
+        results = {"sqlite": run_engine("sqlite", None, root, work)}
+        with postgres(args.pg) as url:
+            if url is not None:
+                results["postgresql"] = run_engine("postgresql", url, root, work)
+        print(f"{'engine':<12}{'capture':>10}{'index build':>13}{'build / capture':>17}")
+        for name, r in results.items():
+            cap_s, build_s = float(r["capture"]), float(r["build"])  # type: ignore[arg-type]
+            print(f"{name:<12}{cap_s:>8.2f} s{build_s:>11.2f} s{build_s / cap_s:>17.2f}")
+        print("times: best of 3 in one open directory, each search bringing its index up to date first; 'all' is "
+              "every hit with its snippet, 'rank only' without snippets; ratio = all / the exact scan (all, with "
+              "snippets)")
+        print(f"{'engine':<12}{'query':<10}{'sessions':>9}{'matches':>9}{'all':>11}{'rank only':>11}{'first 20':>11}"
+              f"{'exact scan':>12}{'ratio':>7}{'rank only':>10}")
+        same = True
+        for word in (COMMON, RARE):
+            views = []
+            for name, r in results.items():
+                t: Timed = r[word]  # type: ignore[assignment]
+                matches = sum(h.matches for h in t.ranked.hits)
+                print(f"{name:<12}{word:<10}{t.ranked.total:>9}{matches:>9}{t.ranked_s * 1000:>8.1f} ms"
+                      f"{t.bare_s * 1000:>8.1f} ms{t.first_s * 1000:>8.1f} ms{t.scan_s * 1000:>9.1f} ms"
+                      f"{t.ranked_s / t.scan_s:>7.3f}{t.bare_s / t.scan_s:>10.3f}")
+                views.append(sorted((h.agent_id, h.session_id, h.matches) for h in t.ranked.hits))
+                assert t.ranked.source == "index" and t.scan.source == "like", (t.ranked.source, t.scan.source)
+            same = same and all(v == views[0] for v in views)
+        if "postgresql" not in results:
+            print("postgresql: skipped (no server: pass --pg URL or install the PostgreSQL server binaries)")
+        else:
+            print(f"same sessions and match counts on both engines: {'yes' if same else 'NO'}")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
