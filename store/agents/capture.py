@@ -24,6 +24,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -80,7 +81,7 @@ from store.agents.capture_verify import (
     read_checkpoint_session,
     verify,
 )
-from store.agents.checkpoint_db import CheckpointStore
+from store.agents.checkpoint_db import CheckpointStore, checkpointed_sessions
 from store.agents.native import (
     AGENT_CLAUDE_CODE,
     AGENT_CODEX,
@@ -160,9 +161,12 @@ def capture_session(
 
 
 def _prepare(
-    db: CheckpointStore, source: SessionSource, on_file: Callable[[SourceFile], None] | None
+    db: CheckpointStore, source: SessionSource, on_file: Callable[[SourceFile], None] | None,
+    headed: frozenset[str] | None = None,
 ) -> SessionCaptureResult | _Pending:
-    """Scan one session: its final result when nothing is to be written, else what to write."""
+    """Scan one session: its final result when nothing is to be written, else what to write. ``headed``
+    (when given) holds the sessions with a checkpoint head (:func:`checkpointed_sessions`): any other one
+    has no canonical shape, and is not asked for it."""
     agent, sid = source.agent, source.agent_session_id
     rels = tuple(f.rel for f in source.files)
 
@@ -183,7 +187,7 @@ def _prepare(
                 on_file(f)
         return result(STATUS_UNREADABLE, detail=f"the session cannot be keyed ({one_line(problem)}).")
     try:
-        canon = agentstate.read_canonical(db, agent, sid)
+        canon = agentstate.read_canonical(db, agent, sid) if headed is None or sid in headed else None
     except agentstate.SessionStateOutOfSync as exc:
         for f in source.files:
             if on_file:
@@ -366,27 +370,45 @@ def capture_sources(
     batch: list[tuple[int, _Pending]] = []
     batch_bytes = 0
 
-    def write_batch() -> None:
-        nonlocal batch, batch_bytes
-        if not batch:
-            return
-        outcomes = agentstate.capture_batch(db, [p.item() for _, p in batch])
-        for (index, p), outcome in zip(batch, outcomes, strict=True):
+    # Batches are written by one writer thread while the next sessions are read: SQLite and PostgreSQL do
+    # their part without the GIL, so reading and writing overlap. At most one batch is in flight (the store
+    # serialises its transactions anyway), and each batch is still one transaction of its own.
+    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="capture-write")
+    in_flight: Future[None] | None = None
+
+    def write(items: list[tuple[int, _Pending]]) -> None:
+        outcomes = agentstate.capture_batch(db, [p.item() for _, p in items])
+        for (index, p), outcome in zip(items, outcomes, strict=True):
             try:
                 results[index] = p.finish(db, outcome)
             except _Superseded:  # another process or host wrote it meanwhile: this session alone, again
                 results[index] = capture_session(db, p.source)
+
+    def drain() -> None:
+        nonlocal in_flight
+        if in_flight is not None:
+            done, in_flight = in_flight, None
+            done.result()  # the writer's error, if any, is raised here
+
+    def write_batch() -> None:
+        nonlocal batch, batch_bytes, in_flight
+        if not batch:
+            return
+        drain()
+        in_flight = writer.submit(write, batch)
         batch, batch_bytes = [], 0
 
     try:
+        headed = checkpointed_sessions(db, agent)  # one query instead of one per session
         for source in sessions:
-            prepared = _prepare(db, source, tick)
+            prepared = _prepare(db, source, tick, headed)
             if isinstance(prepared, SessionCaptureResult):
                 results.append(prepared)
                 continue
             results.append(None)
             if any(s.tail is None for s in prepared.live):
                 write_batch()  # a tail too big to keep is re-read while it is written: on its own
+                drain()
                 results[-1] = _capture_pending(db, prepared)
                 continue
             batch.append((len(results) - 1, prepared))
@@ -394,7 +416,9 @@ def capture_sources(
             if len(batch) >= BATCH_SESSIONS or batch_bytes >= BATCH_BYTES:
                 write_batch()
         write_batch()
+        drain()
     finally:
+        writer.shutdown(wait=True)  # a batch still in flight (after an error here) ends before the store closes
         db.close()
     done = [r for r in results if r is not None]
     for u in unkeyed:
