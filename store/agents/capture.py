@@ -24,7 +24,6 @@ import os
 import random
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -370,32 +369,16 @@ def capture_sources(
     batch: list[tuple[int, _Pending]] = []
     batch_bytes = 0
 
-    # Batches are written by one writer thread while the next sessions are read: SQLite and PostgreSQL do
-    # their part without the GIL, so reading and writing overlap. At most one batch is in flight (the store
-    # serialises its transactions anyway), and each batch is still one transaction of its own.
-    writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="capture-write")
-    in_flight: Future[None] | None = None
-
-    def write(items: list[tuple[int, _Pending]]) -> None:
-        outcomes = agentstate.capture_batch(db, [p.item() for _, p in items])
-        for (index, p), outcome in zip(items, outcomes, strict=True):
+    def write_batch() -> None:
+        nonlocal batch, batch_bytes
+        if not batch:
+            return
+        outcomes = agentstate.capture_batch(db, [p.item() for _, p in batch])
+        for (index, p), outcome in zip(batch, outcomes, strict=True):
             try:
                 results[index] = p.finish(db, outcome)
             except _Superseded:  # another process or host wrote it meanwhile: this session alone, again
                 results[index] = capture_session(db, p.source)
-
-    def drain() -> None:
-        nonlocal in_flight
-        if in_flight is not None:
-            done, in_flight = in_flight, None
-            done.result()  # the writer's error, if any, is raised here
-
-    def write_batch() -> None:
-        nonlocal batch, batch_bytes, in_flight
-        if not batch:
-            return
-        drain()
-        in_flight = writer.submit(write, batch)
         batch, batch_bytes = [], 0
 
     try:
@@ -408,7 +391,6 @@ def capture_sources(
             results.append(None)
             if any(s.tail is None for s in prepared.live):
                 write_batch()  # a tail too big to keep is re-read while it is written: on its own
-                drain()
                 results[-1] = _capture_pending(db, prepared)
                 continue
             batch.append((len(results) - 1, prepared))
@@ -416,9 +398,7 @@ def capture_sources(
             if len(batch) >= BATCH_SESSIONS or batch_bytes >= BATCH_BYTES:
                 write_batch()
         write_batch()
-        drain()
     finally:
-        writer.shutdown(wait=True)  # a batch still in flight (after an error here) ends before the store closes
         db.close()
     done = [r for r in results if r is not None]
     for u in unkeyed:

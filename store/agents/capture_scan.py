@@ -58,8 +58,8 @@ class FileScan:
     prefix_state: Any = field(default=None, repr=False)
     tail_from: int = 0  # records before the tail
     tail_offset: int = 0  # byte offset of the tail's first line
-    tail: list[str] | None = field(default_factory=list, repr=False)  # None: re-read from tail_offset
-    tail_sizes: list[int] = field(default_factory=list, repr=False)  # UTF-8 length of each kept record
+    tail: list[bytes] | None = field(default_factory=list, repr=False)  # None: re-read from tail_offset
+    tail_sizes: list[int] = field(default_factory=list, repr=False)  # the length of each kept record
     tail_bytes: int = 0
     pending_lines: int = 0
     bytes_read: int = 0
@@ -286,9 +286,9 @@ def _unmark(text: str) -> str:
     return text.replace(MARK, " ") if MARK in text else text
 
 
-def bulk_tail(data: bytes, drift: FastDrift | None) -> tuple[list[str], list[int], FastDrift | None] | None:
+def bulk_tail(data: bytes, drift: FastDrift | None) -> tuple[list[bytes], list[int], FastDrift | None] | None:
     """The records of ``data`` (whole lines) when every one of them is compact, valid JSON and valid UTF-8,
-    checked in one piece: (texts, UTF-8 sizes, drift of the records); None when any line is not (blank,
+    checked in one piece: (the lines, their sizes, drift of the records); None when any line is not (blank,
     not compact, not JSON, not UTF-8, oversized, or the last line without its newline): the caller reads
     those lines one by one. Then the restored bytes of the records are ``data`` itself, so the file digest
     is one hash of it.
@@ -299,29 +299,21 @@ def bulk_tail(data: bytes, drift: FastDrift | None) -> tuple[list[str], list[int
     its strings, i.e. compact. Strings in the parsed values then hold DEL for space; only the drift counter
     reads them (``drift``, fed with the values), and it gets its spaces back in :meth:`FastDrift.merge_marked`.
     """
-    if not data.endswith(b"\n"):
+    if not data.endswith(b"\n") or b"\x7f" in data or b"\t" in data or b"\r" in data:
+        return None
+    lines = data.split(b"\n")
+    lines.pop()  # what follows the last newline: nothing
+    if b"" in lines:
+        return None
+    sizes = list(map(len, lines))
+    if max(sizes) > MAX_LINE_BYTES:
         return None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    if MARK in text or "\t" in text or "\r" in text:
-        return None
-    lines = text.split("\n")
-    lines.pop()  # what follows the last newline: nothing
-    if "" in lines:
-        return None
-    if " " in text:
-        marked = text.replace(" ", MARK).split("\n")
-        marked.pop()
-    else:
-        marked = lines
-    if text.isascii():
-        sizes = [len(line) for line in lines]
-    else:
-        sizes = [len(line) if line.isascii() else len(line.encode("utf-8")) for line in lines]
-    if max(sizes) > MAX_LINE_BYTES:
-        return None
+    marked = (text.replace(" ", MARK) if b" " in data else text).split("\n")
+    marked.pop()
     scan = _SCAN
     part = None if drift is None else FastDrift(drift.agent, version=drift.version)
     try:
@@ -430,7 +422,7 @@ def _scan(scan: FileScan, path: Path, rel: str, canonical: FileShape | None, hin
                 continue
             if keep is not None:
                 if scan.tail_bytes + len(packed) <= keep_budget:
-                    keep.append(packed.decode("utf-8"))
+                    keep.append(packed)
                     scan.tail_sizes.append(len(packed))
                     scan.tail_bytes += len(packed)
                 else:

@@ -60,6 +60,12 @@ LINE_COLUMNS = ("session_id", "file_path", "line_number", "content", "content_by
 _INSERT_LINES = (
     "INSERT INTO agent_state_lines (session_id, file_path, line_number, content, content_bytes) VALUES (?, ?, ?, ?, ?)"
 )
+# A trusted tail's records are UTF-8 bytes: bound as they are and stored as the text they spell (no decoding
+# in Python, no encoding again in the driver; the column still holds TEXT).
+_INSERT_LINE_BYTES = (
+    "INSERT INTO agent_state_lines (session_id, file_path, line_number, content, content_bytes) "
+    "VALUES (?, ?, ?, CAST(? AS TEXT), ?)"
+)
 
 StagedRecord = SessionStateRecord | TrustedTail
 """What a record stream of :func:`stage_version` holds: single records, and whole tails of trusted files."""
@@ -331,27 +337,30 @@ class _LineWriter:
         self.flush()
         n = len(tail.contents)
         if n <= INSERT_BATCH_RECORDS and restored <= INSERT_BATCH_BYTES:
-            self._write(self._rows(tail, 0, n), n, restored)
+            self._write(self._rows(tail, 0, n), n, restored, raw=True)
             return
         ends = list(accumulate(size + 1 for size in tail.sizes))  # restored bytes through each record
         start = 0
         while start < n:
             before = ends[start - 1] if start else 0
             stop = min(n, start + INSERT_BATCH_RECORDS, bisect_left(ends, before + INSERT_BATCH_BYTES) + 1)
-            self._write(self._rows(tail, start, stop), stop - start, ends[stop - 1] - before)
+            self._write(self._rows(tail, start, stop), stop - start, ends[stop - 1] - before, raw=True)
             start = stop
 
-    def _rows(self, tail: TrustedTail, start: int, stop: int) -> Iterable[tuple[str, str, int, str, int]]:
+    def _rows(self, tail: TrustedTail, start: int, stop: int) -> Iterable[tuple[str, str, int, bytes, int]]:
         count = stop - start
         return zip(repeat(self.session_id, count), repeat(tail.file_path, count),
                    range(tail.first_line + start, tail.first_line + stop),
                    tail.contents[start:stop], tail.sizes[start:stop], strict=True)
 
-    def _write(self, rows: Iterable[Sequence[object]], count: int, size: int) -> None:
+    def _write(self, rows: Iterable[Sequence[object]], count: int, size: int, *, raw: bool = False) -> None:
+        """One batch; ``raw``: its contents are UTF-8 bytes (a trusted tail's)."""
         if isinstance(self.conn, PgConnection):  # one COPY per batch: no round trip per record
+            if raw:  # COPY's text format would write bytes as bytea escapes: the text itself goes
+                rows = [(a, b, c, d.decode("utf-8"), e) for a, b, c, d, e in rows]  # type: ignore[attr-defined]
             got = self.conn.copy_rows("agent_state_lines", LINE_COLUMNS, list(rows))
         else:
-            got = self.conn.executemany(_INSERT_LINES, rows).rowcount
+            got = self.conn.executemany(_INSERT_LINE_BYTES if raw else _INSERT_LINES, rows).rowcount
         if got != count:
             raise InvalidSessionState(f"A batch of {count} records wrote {got} rows.")
         self.written += count
