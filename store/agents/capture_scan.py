@@ -166,9 +166,13 @@ def record_and_value(line: RawLine, physical: int) -> tuple[bytes, str, object]:
     return unreadable_record(physical, reason, line.raw), reason, None
 
 
+@dataclass
 class FastDrift(DriftCounter):
     """A :class:`DriftCounter` that makes a version's tally only when the version is first met (the counter
     itself builds one per record and drops it); everything else is the counter's own."""
+
+    _last_version: str = field(default="", repr=False, compare=False)
+    _last: VersionDrift | None = field(default=None, repr=False, compare=False)
 
     def _at(self, version: str) -> VersionDrift:
         key = version or "unknown version"
@@ -182,7 +186,11 @@ class FastDrift(DriftCounter):
         version = obj.get("version")
         if isinstance(version, str) and version:
             self.version = version
-        drift = self._at(self.version)
+        if self.version == self._last_version and self._last is not None:
+            drift = self._last
+        else:
+            drift = self._last = self._at(self.version)
+            self._last_version = self.version
         drift.records += 1
         rtype = obj.get("type")
         name = rtype if isinstance(rtype, str) else "(no type)"
