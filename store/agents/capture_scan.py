@@ -7,6 +7,12 @@ The stand-in is a function of the line alone, so a later fix of the line changes
 re-capture reports the session ``divergent`` as for any rewritten record. A cut-off last line without its
 newline is taken to be still in the writing and is left for the next capture (``pending_lines``). Lines are
 read in bounded pieces (:func:`read_lines`): an oversized line is hashed as it streams, never held whole.
+
+The common case takes one piece: a tail (the file past its proven prefix) of at most 64 MiB that fits the
+session's memory budget is read whole and checked by :func:`bulk_tail` — one UTF-8 decode, one parse per line
+that also proves the line compact, one hash of the bytes. Only when a line of it is not plainly a compact
+JSON record (or the last line is cut off) is the tail read again line by line as above, so both ways give
+the same records, digests and stand-ins (tested side by side).
 """
 
 from __future__ import annotations
