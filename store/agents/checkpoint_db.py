@@ -106,6 +106,17 @@ batch of sessions is written in one transaction, and a cache that holds it write
 at commit instead of spilling and rewriting pages half-way."""
 
 
+WAL_CHECKPOINT_PAGES = 4096
+"""A write-mode connection copies the WAL into the file once it holds this many pages (SQLite's default is
+1,000): 64 MiB with 16 KiB pages, so the 16 MiB batches of a capture are checkpointed every few transactions,
+not after each one (fewer fsyncs, and the pages every batch touches are copied once). Durability is SQLite's
+WAL with ``synchronous = NORMAL`` as for every file of the session directory: a committed head survives any
+crash of the process; the checkpoint frequency changes nothing there."""
+
+WAL_KEEP_BYTES = 16 * 1024 * 1024
+"""The ``-wal`` file is cut back to this size after a checkpoint (it would otherwise keep its largest size)."""
+
+
 def _create_sqlite(path: Path) -> None:
     """Make a new, empty checkpoint file with :data:`PAGE_SIZE` pages in WAL mode (a file another process made
     first is left as it is: both settings only apply to an empty database)."""
@@ -126,6 +137,8 @@ def _open_sqlite(path: Path, sd: SessionDir, create: bool) -> Database | None:
     db = open_database(path, sd.mode, create=create and not sd.mode.is_read, foreign_keys=True)
     if not sd.mode.is_read:
         db.conn.execute(f"PRAGMA cache_size = -{WRITE_CACHE_KIB}")
+        db.conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
+        db.conn.execute(f"PRAGMA journal_size_limit = {WAL_KEEP_BYTES}")
     try:
         checkpoint_schema.ensure_sqlite(db)
     except BaseException:
