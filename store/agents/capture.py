@@ -80,7 +80,7 @@ from store.agents.capture_verify import (
     read_checkpoint_session,
     verify,
 )
-from store.agents.checkpoint_db import CheckpointStore
+from store.agents.checkpoint_db import CheckpointStore, checkpointed_sessions
 from store.agents.native import (
     AGENT_CLAUDE_CODE,
     AGENT_CODEX,
@@ -160,9 +160,12 @@ def capture_session(
 
 
 def _prepare(
-    db: CheckpointStore, source: SessionSource, on_file: Callable[[SourceFile], None] | None
+    db: CheckpointStore, source: SessionSource, on_file: Callable[[SourceFile], None] | None,
+    headed: frozenset[str] | None = None,
 ) -> SessionCaptureResult | _Pending:
-    """Scan one session: its final result when nothing is to be written, else what to write."""
+    """Scan one session: its final result when nothing is to be written, else what to write. ``headed``
+    (when given) holds the sessions with a checkpoint head (:func:`checkpointed_sessions`): any other one
+    has no canonical shape, and is not asked for it."""
     agent, sid = source.agent, source.agent_session_id
     rels = tuple(f.rel for f in source.files)
 
@@ -183,7 +186,7 @@ def _prepare(
                 on_file(f)
         return result(STATUS_UNREADABLE, detail=f"the session cannot be keyed ({one_line(problem)}).")
     try:
-        canon = agentstate.read_canonical(db, agent, sid)
+        canon = agentstate.read_canonical(db, agent, sid) if headed is None or sid in headed else None
     except agentstate.SessionStateOutOfSync as exc:
         for f in source.files:
             if on_file:
@@ -379,8 +382,9 @@ def capture_sources(
         batch, batch_bytes = [], 0
 
     try:
+        headed = checkpointed_sessions(db, agent)  # one query instead of one per session
         for source in sessions:
-            prepared = _prepare(db, source, tick)
+            prepared = _prepare(db, source, tick, headed)
             if isinstance(prepared, SessionCaptureResult):
                 results.append(prepared)
                 continue

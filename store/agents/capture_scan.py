@@ -7,13 +7,20 @@ The stand-in is a function of the line alone, so a later fix of the line changes
 re-capture reports the session ``divergent`` as for any rewritten record. A cut-off last line without its
 newline is taken to be still in the writing and is left for the next capture (``pending_lines``). Lines are
 read in bounded pieces (:func:`read_lines`): an oversized line is hashed as it streams, never held whole.
+
+The common case takes one piece: a tail (the file past its proven prefix) of at most 64 MiB that fits the
+session's memory budget is read whole and checked by :func:`bulk_tail` — one UTF-8 decode, one parse per line
+that also proves the line compact, one hash of the bytes. Only when a line of it is not plainly a compact
+JSON record (or the last line is cut off) is the tail read again line by line as above, so both ways give
+the same records, digests and stand-ins (tested side by side).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+import os
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +31,7 @@ from store.agents.agentstate import (
     MAX_RESTORED_BYTES,
     FileShape,
     SessionStateRecord,
+    TrustedTail,
     check_json,
     compact,
 )
@@ -32,7 +40,7 @@ from store.agents.capture_model import (
     STATUS_UNREADABLE,
 )
 from store.agents.native import AGENT_CODEX
-from store.agents.native_drift import DriftCounter, VersionDrift
+from store.agents.native_drift import CLAUDE_BLOCKS, CLAUDE_FIELDS, CLAUDE_TYPES, DriftCounter, VersionDrift
 from store.agents.native_lines import Line, parse_line, unreadable_record
 from store.safetext import one_line
 
@@ -57,6 +65,7 @@ class FileScan:
     tail_from: int = 0  # records before the tail
     tail_offset: int = 0  # byte offset of the tail's first line
     tail: list[bytes] | None = field(default_factory=list, repr=False)  # None: re-read from tail_offset
+    tail_sizes: list[int] = field(default_factory=list, repr=False)  # the length of each kept record
     tail_bytes: int = 0
     pending_lines: int = 0
     bytes_read: int = 0
@@ -163,9 +172,13 @@ def record_and_value(line: RawLine, physical: int) -> tuple[bytes, str, object]:
     return unreadable_record(physical, reason, line.raw), reason, None
 
 
+@dataclass
 class FastDrift(DriftCounter):
     """A :class:`DriftCounter` that makes a version's tally only when the version is first met (the counter
     itself builds one per record and drops it); everything else is the counter's own."""
+
+    _last_version: str = field(default="", repr=False, compare=False)
+    _last: VersionDrift | None = field(default=None, repr=False, compare=False)
 
     def _at(self, version: str) -> VersionDrift:
         key = version or "unknown version"
@@ -173,6 +186,49 @@ class FastDrift(DriftCounter):
         if found is None:
             found = self.by_version[key] = VersionDrift()
         return found
+
+    def _claude(self, obj: dict[str, object]) -> None:
+        """:meth:`DriftCounter._claude`, with the field names checked in one set operation."""
+        version = obj.get("version")
+        if isinstance(version, str) and version:
+            self.version = version
+        if self.version == self._last_version and self._last is not None:
+            drift = self._last
+        else:
+            drift = self._last = self._at(self.version)
+            self._last_version = self.version
+        drift.records += 1
+        rtype = obj.get("type")
+        name = rtype if isinstance(rtype, str) else "(no type)"
+        if name not in CLAUDE_TYPES:
+            drift.types[name] += 1
+            return
+        if not CLAUDE_FIELDS.issuperset(obj):
+            for key in obj:
+                if key not in CLAUDE_FIELDS:
+                    drift.fields[f"{name}.{key}"] += 1
+        message = obj.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            for block in content:
+                btype = block.get("type") if isinstance(block, dict) else None
+                if isinstance(btype, str) and btype not in CLAUDE_BLOCKS:
+                    drift.types[f"{name} block {btype}"] += 1
+
+    def merge_marked(self, part: FastDrift) -> None:
+        """Add ``part``'s counts, fed with values parsed from marked text (:func:`bulk_tail`: every space
+        inside a string read as :data:`MARK`), with the spaces put back in every name; ``part``'s version is
+        carried on to the next record."""
+        for version, d in part.by_version.items():
+            if d.empty and MARK not in version:
+                self._at(version if version != "unknown version" else "").records += d.records
+                continue
+            mine = self._at(_unmark(version) if version != "unknown version" else "")
+            mine.records += d.records
+            for counts, into in ((d.types, mine.types), (d.fields, mine.fields)):
+                for key, n in counts.items():
+                    into[_unmark(key)] += n
+        self.version = _unmark(part.version)
 
 
 def compact_valid(raw: bytes) -> bytes:
@@ -232,6 +288,66 @@ def counts_as_record(text: bytes, complete: bool) -> bool:
         return False
 
 
+MARK = "\x7f"  # a character JSON allows inside strings and nowhere else
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+# The decoder's own scanner (C): one value from an index, and where it ended (StopIteration: no value there).
+_SCAN: Callable[[str, int], tuple[object, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
+_FAST_TAIL_BYTES = 64 * 1024 * 1024  # a tail up to this size is read whole and checked in one piece
+_DRIFT_RECORD_BYTES = 1024 * 1024  # as DriftCounter.feed: a longer record is not counted
+
+
+def _unmark(text: str) -> str:
+    return text.replace(MARK, " ") if MARK in text else text
+
+
+def bulk_tail(data: bytes, drift: FastDrift | None) -> tuple[list[bytes], list[int], FastDrift | None] | None:
+    """The records of ``data`` (whole lines) when every one of them is compact, valid JSON and valid UTF-8,
+    checked in one piece: (the lines, their sizes, drift of the records); None when any line is not (blank,
+    not compact, not JSON, not UTF-8, oversized, or the last line without its newline): the caller reads
+    those lines one by one. Then the restored bytes of the records are ``data`` itself, so the file digest
+    is one hash of it.
+
+    Compactness is proven with the parse itself: in valid JSON a tab, CR or LF stands only outside strings,
+    and :data:`MARK` (DEL) only inside them. With no tab, CR or DEL in the text, every space is replaced by
+    DEL before parsing: the marked line parses if and only if the line is valid JSON with no space outside
+    its strings, i.e. compact. Strings in the parsed values then hold DEL for space; only the drift counter
+    reads them (``drift``, fed with the values), and it gets its spaces back in :meth:`FastDrift.merge_marked`.
+    """
+    if not data.endswith(b"\n") or b"\x7f" in data or b"\t" in data or b"\r" in data:
+        return None
+    lines = data.split(b"\n")
+    lines.pop()  # what follows the last newline: nothing
+    if b"" in lines:
+        return None
+    sizes = list(map(len, lines))
+    if max(sizes) > MAX_LINE_BYTES:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    marked = (text.replace(" ", MARK) if b" " in data else text).split("\n")
+    marked.pop()
+    scan = _SCAN
+    part = None if drift is None else FastDrift(drift.agent, version=drift.version)
+    try:
+        if part is None:
+            for line in marked:
+                if scan(line, 0)[1] != len(line):
+                    return None
+        else:
+            feed = part._codex if part.agent == AGENT_CODEX else part._claude  # noqa: SLF001 - its own reduction
+            for line, size in zip(marked, sizes, strict=True):
+                value, end = scan(line, 0)
+                if end != len(line):
+                    return None
+                if size <= _DRIFT_RECORD_BYTES and isinstance(value, dict):
+                    feed(value)
+    except (StopIteration, ValueError, RecursionError):
+        return None
+    return lines, sizes, part
+
+
 def scan_file(path: Path, rel: str, canonical: FileShape | None, hint_bytes: int = 0, keep_budget: int = 0,
               drift: DriftCounter | None = None) -> FileScan:
     """Hash a file's compacted records, taking the prefix proof at the canonical record count; ``drift``
@@ -278,6 +394,9 @@ def _scan(scan: FileScan, path: Path, rel: str, canonical: FileShape | None, hin
         scan.tail_from = canon_records if canonical is not None else 0
         scan.tail_offset = offset
         keep = scan.tail
+        if records >= canon_records and keep is not None and _bulk_scan(scan, fh, offset, records, restored, hasher,
+                                                                        keep_budget, drift):
+            return scan
         for rl in read_lines(fh, offset):
             physical += 1
             if not rl.oversized and not rl.raw.strip(_TRIM):
@@ -318,9 +437,11 @@ def _scan(scan: FileScan, path: Path, rel: str, canonical: FileShape | None, hin
             if keep is not None:
                 if scan.tail_bytes + len(packed) <= keep_budget:
                     keep.append(packed)
+                    scan.tail_sizes.append(len(packed))
                     scan.tail_bytes += len(packed)
                 else:
                     keep = scan.tail = None
+                    scan.tail_sizes = []
         scan.bytes_read = fh.tell()
     scan.records = records
     scan.digest = hasher.hexdigest()
@@ -329,6 +450,32 @@ def _scan(scan: FileScan, path: Path, rel: str, canonical: FileShape | None, hin
         scan.problem, scan.problem_status = (
             f"{rel} has {records} records, fewer than the canonical {canon_records}", STATUS_DIVERGENT)
     return scan
+
+
+def _bulk_scan(scan: FileScan, fh: Any, offset: int, records: int, restored: int, hasher: Any, keep_budget: int,
+               drift: DriftCounter | None) -> bool:
+    """The rest of the file from ``offset`` (past any canonical prefix) read and checked in one piece
+    (:func:`bulk_tail`); True when that completed ``scan``, False (``fh`` back at ``offset``) when the lines
+    must be read one by one."""
+    left = os.fstat(fh.fileno()).st_size - offset
+    if left <= 0 or left > min(keep_budget, _FAST_TAIL_BYTES):
+        return False
+    data = fh.read(left)
+    fast = drift if isinstance(drift, FastDrift) else None
+    found = bulk_tail(data, fast) if (drift is None or fast is not None) else None
+    if found is None or records + len(found[0]) > MAX_RECORDS or restored + len(data) > MAX_RESTORED_BYTES:
+        fh.seek(offset)
+        return False
+    lines, sizes, part = found
+    hasher.update(data)
+    if fast is not None and part is not None:
+        fast.merge_marked(part)
+    scan.tail, scan.tail_sizes, scan.tail_bytes = lines, sizes, len(data) - len(lines)
+    scan.bytes_read = fh.tell()
+    scan.records = records + len(lines)
+    scan.digest = hasher.hexdigest()
+    scan.restored_bytes = restored + len(data)
+    return True
 
 
 def reread_tail(scan: FileScan) -> Iterator[bytes]:
@@ -364,11 +511,15 @@ def _lines_before(fh: Any, offset: int) -> int:
     return count
 
 
-def record_stream(scans: Sequence[FileScan]) -> Iterator[SessionStateRecord]:
-    """The tail records of every scanned file, numbered on from each file's canonical record count."""
+def record_stream(scans: Sequence[FileScan]) -> Iterator[SessionStateRecord | TrustedTail]:
+    """The tail records of every scanned file, numbered on from each file's canonical record count: a kept
+    tail as one :class:`TrustedTail`, a tail too big to keep read again record by record."""
     for scan in scans:
-        tail = scan.tail if scan.tail is not None else reread_tail(scan)
+        if scan.tail is not None:
+            if scan.tail:
+                yield TrustedTail(scan.rel, scan.tail_from + 1, scan.tail, scan.tail_sizes)
+            continue
         line = scan.tail_from
-        for content in tail:
+        for content in reread_tail(scan):
             line += 1
             yield SessionStateRecord(scan.rel, line, content)

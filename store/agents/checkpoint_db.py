@@ -95,12 +95,50 @@ def store_brief(sd: SessionDir) -> str:
         return "PostgreSQL"
 
 
+PAGE_SIZE = 16384
+"""The page size of a checkpoint file this store creates. Records are JSON lines of about a kilobyte to many;
+16 KiB pages hold more of them per page than SQLite's default 4 KiB, so a capture writes (and checkpoints from
+the WAL) a quarter of the pages and its lines need fewer overflow pages. An existing file keeps its own."""
+
+WRITE_CACHE_KIB = 32 * 1024
+"""The page cache of a write-mode connection to the checkpoint file (SQLite's default is 2 MiB): a capture's
+batch of sessions is written in one transaction, and a cache that holds it writes each page to the WAL once
+at commit instead of spilling and rewriting pages half-way."""
+
+
+WAL_CHECKPOINT_PAGES = 4096
+"""A write-mode connection copies the WAL into the file once it holds this many pages (SQLite's default is
+1,000): 64 MiB with 16 KiB pages, so the 16 MiB batches of a capture are checkpointed every few transactions,
+not after each one (fewer fsyncs, and the pages every batch touches are copied once). Durability is SQLite's
+WAL with ``synchronous = NORMAL`` as for every file of the session directory: a committed head survives any
+crash of the process; the checkpoint frequency changes nothing there."""
+
+WAL_KEEP_BYTES = 16 * 1024 * 1024
+"""The ``-wal`` file is cut back to this size after a checkpoint (it would otherwise keep its largest size)."""
+
+
+def _create_sqlite(path: Path) -> None:
+    """Make a new, empty checkpoint file with :data:`PAGE_SIZE` pages in WAL mode (a file another process made
+    first is left as it is: both settings only apply to an empty database)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), isolation_level=None, timeout=30)
+    try:
+        conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+        conn.execute("PRAGMA journal_mode = WAL")
+    finally:
+        conn.close()
+
+
 def _open_sqlite(path: Path, sd: SessionDir, create: bool) -> Database | None:
     if not path.exists():
         if sd.mode.is_read or not create:
             return None
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _create_sqlite(path)
     db = open_database(path, sd.mode, create=create and not sd.mode.is_read, foreign_keys=True)
+    if not sd.mode.is_read:
+        db.conn.execute(f"PRAGMA cache_size = -{WRITE_CACHE_KIB}")
+        db.conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_CHECKPOINT_PAGES}")
+        db.conn.execute(f"PRAGMA journal_size_limit = {WAL_KEEP_BYTES}")
     try:
         checkpoint_schema.ensure_sqlite(db)
     except BaseException:
@@ -305,3 +343,18 @@ def read_canonical(db: CheckpointStore, agent_id: str, agent_session_id: str) ->
             if isinstance(p, str) and isinstance(n, int) and n > 0
         }
         return CanonicalShape(sess["session_id"], str(head[0]), shapes, marks)
+
+
+def checkpointed_sessions(db: CheckpointStore, agent_id: str) -> frozenset[str]:
+    """The agent session ids of ``agent_id`` that have a checkpoint head, in one query (advisory, read before
+    a capture of many sessions): :func:`read_canonical` is None for every other one, so a capture asks it
+    only for these."""
+    with db.read() as conn:
+        if not has_tables(conn):
+            return frozenset()
+        rows = conn.execute(
+            "SELECT s.agent_session_id FROM agent_state_sessions s JOIN agent_state_publications p "
+            "ON p.session_id = s.session_id WHERE s.agent_id = ? AND p.checkpoint_reset = FALSE",
+            (agent_id,),
+        ).fetchall()
+    return frozenset(r[0] for r in rows if isinstance(r[0], str))

@@ -10,7 +10,7 @@ is at (``checkpoint`` or ``reset``), and fenced runs. The functions are in :mod:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,6 +158,20 @@ class SessionStateRecord:
     file_path: str
     line_number: int
     content: str | bytes
+
+
+@dataclass(frozen=True)
+class TrustedTail:
+    """The new records of one file in one piece, as a capture's scan produced them: ``contents[i]`` is line
+    ``first_line + i``: its UTF-8 bytes, already compacted, valid JSON, valid UTF-8 and hashed into the file's
+    shape digest; ``sizes[i]`` is its length. Staging accepts one only for a file the caller names as trusted, checks
+    its order, counts and sizes in bulk and writes it without a Python object per record; loading re-verifies
+    every digest, so a wrong tail still fails closed."""
+
+    file_path: str
+    first_line: int
+    contents: Sequence[bytes]
+    sizes: Sequence[int]
 
 
 @dataclass(frozen=True)

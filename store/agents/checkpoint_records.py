@@ -28,6 +28,7 @@ from store.agents.checkpoint_model import (
     PersistedSessionStateFile,
     SessionStateDivergent,
     SessionStateRecord,
+    TrustedTail,
 )
 from store.errors import StoreError
 from store.safetext import one_line
@@ -359,6 +360,38 @@ class StreamValidator:
         if self.restored_total > MAX_RESTORED_BYTES:
             raise self._fail(f"The snapshot is larger than {MAX_RESTORED_BYTES} restored bytes.")
         return text, self.count > self.skip.get(rec.file_path, 0)
+
+    def accept_tail(self, tail: TrustedTail) -> int:
+        """Validate a trusted file's new records in one piece (what :meth:`accept` does for each of them,
+        trusted); returns their restored bytes (Σ size + 1). Every record of the tail must be new."""
+        n = len(tail.contents)
+        path = tail.file_path
+        if path not in self.trusted:
+            raise self._fail(f"{one_line(path)} came as a trusted tail but is not a trusted file.")
+        if n == 0 or len(tail.sizes) != n:
+            raise self._fail(f"The tail of {one_line(path)} holds {n} records and {len(tail.sizes)} sizes.")
+        if tail.first_line <= self.skip.get(path, 0):
+            raise self._fail(f"The tail of {one_line(path)} starts at line {tail.first_line}, inside its stored prefix.")
+        if self.current is None or path != self.current.path:
+            self._end_current()
+            self._start(SessionStateRecord(path, tail.first_line, ""))
+        elif tail.first_line != self.count + 1:
+            raise self._fail(f"{one_line(path)}: line {tail.first_line} follows line {self.count}.")
+        assert self.current is not None
+        if min(tail.sizes) < 1:
+            raise self._fail(f"{one_line(path)} has an empty line.")
+        if max(tail.sizes) > MAX_LINE_BYTES:
+            raise self._fail(f"{one_line(path)} has a line longer than {MAX_LINE_BYTES} bytes.")
+        restored = sum(tail.sizes) + n
+        self.count += n
+        self.records_seen += n
+        self.file_bytes += restored
+        self.restored_total += restored
+        if self.count > self.current.records or self.records_seen > self.state.record_count:
+            raise self._fail(f"{one_line(path)} has more records than its shape declares.")
+        if self.restored_total > MAX_RESTORED_BYTES:
+            raise self._fail(f"The snapshot is larger than {MAX_RESTORED_BYTES} restored bytes.")
+        return restored
 
     def finish(self) -> None:
         self._end_current()

@@ -9,7 +9,8 @@ Prints each time and its ratio to the floor (target: a first capture into SQLite
 PostgreSQL: ``--pg URL`` names a database to use (its checkpoint tables must not exist yet); otherwise a
 throwaway server is started as the tests do (tests/pg.py), or that column is skipped when none is installed.
 
-Run:  ``.venv/bin/python -m tests.benchmarks.bench_teamstore [--files 1000] [--pg postgresql://…]``
+Run:  ``.venv/bin/python -m tests.benchmarks.bench_teamstore [--files 1000] [--pg postgresql://…] [--no-pg]
+[--rounds N]`` (``--no-pg``: SQLite only; ``--rounds``: N first captures per store, the best shown).
 """
 
 from __future__ import annotations
@@ -92,6 +93,32 @@ def run_store(name: str, url: str | None, root: Path, work: Path) -> dict[str, f
     return {"first": first_s, "again": again_s, "pages": best, "n_pages": n_pages}
 
 
+def best_of(rounds: int, name: str, url: str | None, root: Path, work: Path) -> dict[str, float]:
+    """:func:`run_store` ``rounds`` times (each into a fresh directory or database), the fastest first capture's
+    figures (a shared machine's noise only ever adds time)."""
+    runs = []
+    for i in range(max(1, rounds)):
+        if url is not None and i > 0:
+            with postgres_database(url, f"bench{i}") as fresh:
+                runs.append(run_store(f"{name}-{i}", fresh, root, work))
+        else:
+            runs.append(run_store(f"{name}-{i}", url, root, work))
+    return min(runs, key=lambda r: r["first"])
+
+
+@contextmanager
+def postgres_database(url: str, name: str) -> Iterator[str]:
+    """A new empty database beside the one ``url`` names (its checkpoint tables are made by the capture)."""
+    import psycopg
+
+    head, _, rest = url.rpartition("/")
+    _, sep, query = rest.partition("?")
+    admin = f"{head}/postgres{sep}{query}".replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'")
+    yield f"{head}/{name}{sep}{query}"
+
+
 @contextmanager
 def postgres(url: str | None) -> Iterator[str | None]:
     if url:
@@ -119,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=1000)
     parser.add_argument("--pg", default=os.environ.get("SESSIONSCOPE_BENCH_PG"))
+    parser.add_argument("--no-pg", action="store_true", help="SQLite only (no PostgreSQL column)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="first captures per store (fresh directories each); the best is shown")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-teamstore-") as tmp:
         work = Path(tmp)
@@ -128,16 +158,19 @@ def main(argv: list[str] | None = None) -> int:
         floor_s = min(floor(root) for _ in range(3))
         print(f"tree: {files} Claude Code transcripts, {size / 1e6:.1f} MB")
         print(f"floor (read + json.loads every line): {floor_s:.3f} s")
-        results: dict[str, dict[str, float]] = {"sqlite": run_store("sqlite", None, root, work)}
-        with postgres(args.pg) as url:
-            if url is not None:
-                results["postgresql"] = run_store("postgresql", url, root, work)
+        results: dict[str, dict[str, float]] = {"sqlite": best_of(args.rounds, "sqlite", None, root, work)}
+        if not args.no_pg:
+            with postgres(args.pg) as url:
+                if url is not None:
+                    results["postgresql"] = best_of(args.rounds, "postgresql", url, root, work)
         print(f"{'store':<12}{'first capture':>22}{'unchanged re-capture':>28}{'all list pages':>22}")
         for name, r in results.items():
             print(f"{name:<12}{r['first']:>9.2f} s = {r['first'] / floor_s:>5.2f}x floor"
                   f"{r['again']:>13.2f} s = {r['again'] / floor_s:>5.2f}x floor"
                   f"{r['pages'] * 1000:>10.1f} ms / {r['n_pages']:.0f} pages")
-        if "postgresql" not in results:
+        if args.no_pg:
+            print("postgresql: skipped (--no-pg)")
+        elif "postgresql" not in results:
             print("postgresql: skipped (no server: pass --pg URL or install the PostgreSQL server binaries)")
         ok = results["sqlite"]["first"] <= 3 * floor_s
         print(f"first capture into SQLite / floor = {results['sqlite']['first'] / floor_s:.2f} (target <= 3): "

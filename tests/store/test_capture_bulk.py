@@ -1,0 +1,182 @@
+"""The bulk paths of a capture: a tail checked in one piece gives exactly what reading it line by line gives,
+trusted tails are written in bounded batches, the writer thread's errors surface, new files get 16 KiB pages."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from store.agents import agentstate, capture_scan, checkpoint_write
+from store.agents import capture as cap
+from store.agents.checkpoint_db import PAGE_SIZE
+from store.agents.checkpoint_records import StreamValidator
+from store.mothx.sessiondir import SessionDir, open_session_dir
+
+SID = "5b1f0c8e-0000-4000-8000-00000000b01c"
+REL = f"-home-u-repo/{SID}.jsonl"
+
+
+@pytest.fixture
+def sd(tmp_path: Path) -> Iterator[SessionDir]:
+    d = open_session_dir(tmp_path / "sessions", create=True)
+    yield d
+    d.close()
+
+
+def rec(n: int, text: str = "", extra: dict[str, object] | None = None) -> bytes:
+    obj: dict[str, object] = {
+        "parentUuid": None, "uuid": f"00000000-0000-4000-8000-{n:012d}", "sessionId": SID, "type": "user",
+        "version": "2.1.0", "message": {"role": "user", "content": text or f"prompt {n}, with spaces: {{ }} [ ]"},
+    }
+    obj.update(extra or {})
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+CASES: dict[str, list[bytes]] = {
+    "compact": [rec(1), rec(2, "héllo wörld ✓"), rec(3, '"quoted" \\ back\\slash')],
+    "space outside a string": [rec(1), b'{"type": "user", "uuid": "x"}', rec(3)],
+    "space before a colon": [rec(1), b'{"type" :"user"}', rec(3)],
+    "array with spaces": [rec(1), b"[1, 2, 3]", rec(3)],
+    "leading space": [rec(1), b' {"type":"user"}', rec(3)],
+    "trailing space": [rec(1), b'{"type":"user"} ', rec(3)],
+    "a tab": [rec(1), b'{"type":\t"user"}', rec(3)],
+    "a CR": [rec(1), b'{"type":"user"}\r', rec(3)],
+    "DEL inside a string": [rec(1), rec(2, "del \x7f here"), rec(3)],
+    "a blank line": [rec(1), b"", rec(3)],
+    "a blank line of spaces": [rec(1), b"   ", rec(3)],
+    "not JSON": [rec(1), b"not json at all", rec(3)],
+    "NaN": [rec(1), b'{"a": NaN}', b'{"a":NaN}', rec(3)],
+    "two values": [rec(1), b'{"a":1}{"b":2}', rec(3)],
+    "not UTF-8": [rec(1), b'{"type":"user","x":"\xff"}', rec(3)],
+    "a lone surrogate escape": [rec(1), b'{"type":"user","x":"\\ud83d"}', rec(3)],
+    "an unknown type with a space": [rec(1), b'{"type":"new kind","version":"2.1 beta"}', rec(3)],
+    "an unknown field with a space": [rec(1), rec(2, extra={"new field": 1}), rec(3)],
+    "an unknown block with a space": [rec(1), json.dumps({"type": "assistant", "message": {
+        "content": [{"type": "odd block", "text": "a b"}]}}, separators=(",", ":")).encode(), rec(3)],
+    "a scalar record": [rec(1), b'"just a string"', b"42", rec(3)],
+}
+
+
+def _scan(path: Path, bulk: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[capture_scan.FileScan, list[str]]:
+    with monkeypatch.context() as mp:
+        if not bulk:
+            mp.setattr(capture_scan, "_FAST_TAIL_BYTES", 0)
+        drift = capture_scan.FastDrift("claude-code")
+        scan = capture_scan.scan_file(path, REL, None, 0, 64 * 1024 * 1024, drift)
+    return scan, drift.report()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_bulk_tail_equals_the_line_by_line_scan(case: str, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / REL
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(line + b"\n" for line in CASES[case]))
+    fast, fast_drift = _scan(path, True, monkeypatch)
+    slow, slow_drift = _scan(path, False, monkeypatch)
+    for name in ("records", "digest", "restored_bytes", "tail", "tail_sizes", "tail_bytes", "pending_lines",
+                 "unreadable", "problem", "bytes_read"):
+        assert getattr(fast, name) == getattr(slow, name), name
+    assert fast_drift == slow_drift
+    assert fast.tail is not None
+    assert fast.tail_sizes == [len(t) for t in fast.tail]
+    if case == "compact":
+        assert capture_scan.bulk_tail(path.read_bytes(), None) is not None  # really the bulk path
+    if "with a space" in case:
+        assert any(" " in line for line in fast_drift) and not any("\x7f" in line for line in fast_drift)
+
+
+def test_bulk_tail_refuses_what_it_cannot_prove() -> None:
+    assert capture_scan.bulk_tail(rec(1) + b"\n" + rec(2), None) is None  # the last line has no newline yet
+    assert capture_scan.bulk_tail(b'{"a": 1}\n', None) is None
+    assert capture_scan.bulk_tail(b'{"a":"x y"}\n', None) == ([b'{"a":"x y"}'], [11], None)
+
+
+def test_an_appended_compact_tail_after_a_capture(tmp_path: Path, sd: SessionDir) -> None:
+    root = tmp_path / "projects"
+    path = root / REL
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"".join(rec(n) + b"\n" for n in range(1, 4)))
+    assert cap.capture_claude_code(sd, root).session(SID).status == "new"  # type: ignore[union-attr]
+    with path.open("ab") as fh:
+        fh.write(b"".join(rec(n) + b"\n" for n in range(4, 9)))
+    again = cap.capture_claude_code(sd, root).session(SID)
+    assert again is not None and (again.status, again.records_written) == ("appended", 5)
+    assert cap.verify(sd, "claude-code", SID).status == "verified"
+    cp = agentstate.load_checkpoint(sd, "claude-code", SID)
+    assert cp is not None and [line.encode() for line in cp.lines(REL)] == [rec(n) for n in range(1, 9)]
+
+
+def test_trusted_tails_are_written_in_bounded_batches(tmp_path: Path, sd: SessionDir,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checkpoint_write, "INSERT_BATCH_RECORDS", 7)
+    monkeypatch.setattr(checkpoint_write, "INSERT_BATCH_BYTES", 2000)
+    sizes: list[int] = []
+    original = checkpoint_write._LineWriter._write
+
+    def spy(self: checkpoint_write._LineWriter, rows: object, count: int, size: int, *, raw: bool = False) -> None:
+        sizes.append(count)
+        assert raw and count <= 7 and (size < 2000 + 400 or count == 1)
+        original(self, rows, count, size, raw=raw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(checkpoint_write._LineWriter, "_write", spy)
+    root = tmp_path / "projects"
+    path = root / REL
+    path.parent.mkdir(parents=True)
+    lines = [rec(n, "x" * (n * 17 % 300)) for n in range(1, 60)]
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    result = cap.capture_claude_code(sd, root).session(SID)
+    assert result is not None and (result.status, result.records_written) == ("new", 59)
+    assert sum(sizes) == 59 and len(sizes) > 59 // 7
+    cp = agentstate.load_checkpoint(sd, "claude-code", SID)
+    assert cp is not None and [line.encode() for line in cp.lines(REL)] == lines
+
+
+def test_the_validator_takes_a_trusted_tail_only_for_a_trusted_new_file() -> None:
+    tail = agentstate.TrustedTail("a.jsonl", 1, [b'{"a":1}'], [7])
+    files = (agentstate.PersistedSessionStateFile("a.jsonl", 1, "0" * 64),)
+    state = agentstate.PersistedSessionState("claude-code", "s", "00000000-0000-4000-8000-000000000001", "/w",
+                                             "a.jsonl", 1, 1, 1, files)
+    with pytest.raises(agentstate.InvalidSessionState, match="not a trusted file"):
+        StreamValidator(state, {}, agentstate.InvalidSessionState).accept_tail(tail)
+    with pytest.raises(agentstate.InvalidSessionState, match="inside its stored prefix"):
+        StreamValidator(state, {"a.jsonl": 1}, agentstate.InvalidSessionState, frozenset({"a.jsonl"})).accept_tail(tail)
+    with pytest.raises(agentstate.InvalidSessionState, match="more records"):
+        StreamValidator(state, {}, agentstate.InvalidSessionState, frozenset({"a.jsonl"})).accept_tail(
+            agentstate.TrustedTail("a.jsonl", 1, [b'{"a":1}', b'{"b":2}'], [7, 7]))
+    v = StreamValidator(state, {}, agentstate.InvalidSessionState, frozenset({"a.jsonl"}))
+    assert v.accept_tail(tail) == 8
+    v.finish()
+
+
+def test_an_error_of_the_writer_thread_surfaces(tmp_path: Path, sd: SessionDir,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "projects"
+    (root / REL).parent.mkdir(parents=True)
+    (root / REL).write_bytes(rec(1) + b"\n")
+
+    def broken(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("the writer broke")
+
+    monkeypatch.setattr(agentstate, "capture_batch", broken)
+    with pytest.raises(RuntimeError, match="the writer broke"):
+        cap.capture_claude_code(sd, root)
+    monkeypatch.undo()
+    assert cap.capture_claude_code(sd, root).session(SID).status == "new"  # type: ignore[union-attr]
+
+
+def test_a_new_checkpoint_file_has_16_kib_pages(tmp_path: Path, sd: SessionDir) -> None:
+    root = tmp_path / "projects"
+    (root / REL).parent.mkdir(parents=True)
+    (root / REL).write_bytes(rec(1) + b"\n")
+    cap.capture_claude_code(sd, root)
+    conn = sqlite3.connect(f"file:{agentstate.state_db_path(sd)}?mode=ro", uri=True)
+    try:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        conn.close()
