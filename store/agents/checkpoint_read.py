@@ -9,8 +9,10 @@ its checkpoint :class:`SessionStateOutOfSync` or is listed with a ``head_problem
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypedDict, TypeVar, Unpack
 
 from store.agents.checkpoint_db import (
     STATE_COLUMNS,
@@ -221,23 +223,43 @@ CheckpointKey = tuple[object, object]
 """A checkpoint row's place in the list: ``(agent_id, agent_session_id)`` as stored (the keyset of a page)."""
 
 
-@dataclass(frozen=True)
-class CheckpointPage:
-    """One page of :func:`checkpoint_page`: the rows in list order (agent id, then agent session id), each
-    row's key (``keys[i]`` belongs to ``rows[i]``), and whether more rows lie past the page in the direction
-    it was read (after the last row for ``after``/a first page, before the first row for ``before``)."""
+R = TypeVar("R")
 
-    rows: tuple[CheckpointListing, ...]
-    keys: tuple[CheckpointKey, ...]
+
+@dataclass(frozen=True)
+class KeyedPage(Generic[R]):
+    """One keyset page of a list: the rows in list order, each row's key as stored (``keys[i]`` belongs to
+    ``rows[i]``; what the next page is read after or before), and whether more rows lie past the page in the
+    direction it was read (after the last row for ``after``/a first page, before the first row for
+    ``before``/``last``)."""
+
+    rows: tuple[R, ...]
+    keys: tuple[tuple[object, object], ...]
     more: bool
 
     @property
-    def first_key(self) -> CheckpointKey | None:
+    def first_key(self) -> tuple[object, object] | None:
         return self.keys[0] if self.keys else None
 
     @property
-    def last_key(self) -> CheckpointKey | None:
+    def last_key(self) -> tuple[object, object] | None:
         return self.keys[-1] if self.keys else None
+
+
+class CheckpointPage(KeyedPage["CheckpointListing"]):
+    """One page of :func:`checkpoint_page`, in list order (agent id, then agent session id)."""
+
+
+class PageOptions(TypedDict, total=False):
+    """Which page of the checkpoint list to read (every one optional): ``after`` a key, ``before`` one, or
+    ``last`` (the end of the list; none of these: the first page), ``limit`` rows at most (default
+    :data:`CHECKPOINT_PAGE_ROWS`), and ``host``: only the sessions that host captured last."""
+
+    after: CheckpointKey | None
+    before: CheckpointKey | None
+    last: bool
+    limit: int
+    host: str | None
 
 
 _INFO_PARTS = (
@@ -305,6 +327,32 @@ class CheckpointListing(CheckpointInfo):
     host: str = ""
 
 
+@contextmanager
+def listing_read(sd: SessionDir) -> Iterator[tuple[StoreConn, bool] | None]:
+    """One read transaction on the checkpoint store of ``sd`` for a listing: ``(connection, hosts)`` (whether
+    the store has its host table, :func:`store_tables`), or None when there is no store or no checkpoint
+    tables yet (an empty list)."""
+    with state_db(sd) as db:
+        if db is None:
+            yield None
+            return
+        with db.read() as conn:
+            tables, hosts = store_tables(conn)
+            yield (conn, hosts) if tables else None
+
+
+def every_page(read: Callable[[tuple[object, object] | None], KeyedPage[R]]) -> list[R]:
+    """Every row of a keyset list: ``read(after)`` from the first page (``after`` None) to the last."""
+    out: list[R] = []
+    after: tuple[object, object] | None = None
+    while True:
+        page = read(after)
+        out.extend(page.rows)
+        if not page.more or page.last_key is None:
+            return out
+        after = page.last_key
+
+
 def info_of(row: tuple[Any, ...]) -> CheckpointListing:
     """A row of :data:`INFO_COLUMNS` (the session, its head, its version count, the head's version joined and
     the host) → its listing; a head or version that cannot be read becomes ``head_problem``, never an
@@ -339,23 +387,16 @@ def info_of(row: tuple[Any, ...]) -> CheckpointListing:
 
 
 def read_checkpoint_page(
-    conn: StoreConn,
-    agent_id: str | None = None,
-    *,
-    after: CheckpointKey | None = None,
-    before: CheckpointKey | None = None,
-    last: bool = False,
-    limit: int = CHECKPOINT_PAGE_ROWS,
-    host: str | None = None,
-    hosts: bool | None = None,
+    conn: StoreConn, agent_id: str | None = None, *, hosts: bool | None = None, **page: Unpack[PageOptions]
 ) -> CheckpointPage:
     """:func:`checkpoint_page` on an open read connection whose checkpoint tables exist: ONE query (``hosts``:
     whether the host table exists, as :func:`store_tables` told; None asks first)."""
+    after, before, last, host = page.get("after"), page.get("before"), page.get("last", False), page.get("host")
     if sum((after is not None, before is not None, last)) > 1:
         raise ValueError("A checkpoint page is read after a key, before one or at the end, not two of these.")
     if hosts is None:
         hosts = has_table(conn, HOSTS_TABLE)
-    limit = max(1, int(limit))
+    limit = max(1, int(page.get("limit", CHECKPOINT_PAGE_ROWS)))
     where: list[str] = []
     params: list[object] = []
     if agent_id is not None:
@@ -387,50 +428,27 @@ def read_checkpoint_page(
     )
 
 
-def checkpoint_page(
-    sd: SessionDir,
-    agent_id: str | None = None,
-    *,
-    after: CheckpointKey | None = None,
-    before: CheckpointKey | None = None,
-    last: bool = False,
-    limit: int = CHECKPOINT_PAGE_ROWS,
-    host: str | None = None,
-) -> CheckpointPage:
+def checkpoint_page(sd: SessionDir, agent_id: str | None = None, **page: Unpack[PageOptions]) -> CheckpointPage:
     """A page of the checkpoint list (every agent session with its head, head version and host, ordered by
-    agent and agent session id) read by keyset in one query: the first ``limit`` rows, the rows after the key
-    ``after``, the rows just before the key ``before`` or (``last``) the last rows of the list (still in list
-    order). ``host``: only the sessions that host captured last. Empty without a checkpoint file or its
-    tables."""
-    with state_db(sd) as db:
-        if db is None:
+    agent and agent session id) read by keyset in one query (:class:`PageOptions`: the first ``limit`` rows,
+    the rows after the key ``after``, the rows just before the key ``before`` or the ``last`` rows of the list,
+    still in list order; ``host``: only the sessions that host captured last). Empty without a checkpoint file
+    or its tables."""
+    with listing_read(sd) as read:
+        if read is None:
             return CheckpointPage((), (), False)
-        with db.read() as conn:
-            tables, hosts = store_tables(conn)
-            if not tables:
-                return CheckpointPage((), (), False)
-            return read_checkpoint_page(conn, agent_id, after=after, before=before, last=last, limit=limit,
-                                        host=host, hosts=hosts)
+        return read_checkpoint_page(read[0], agent_id, hosts=read[1], **page)
 
 
 def list_checkpoints(sd: SessionDir, agent_id: str | None = None, *, host: str | None = None) -> list[CheckpointListing]:
     """Every agent session with its head, head version and host, ordered by agent and agent session id (every
     :func:`checkpoint_page`, read in one read transaction); ``host``: only the sessions it captured last."""
-    out: list[CheckpointListing] = []
-    with state_db(sd) as db:
-        if db is None:
-            return out
-        with db.read() as conn:
-            tables, hosts = store_tables(conn)
-            if not tables:
-                return out
-            after: CheckpointKey | None = None
-            while True:
-                page = read_checkpoint_page(conn, agent_id, after=after, limit=1000, host=host, hosts=hosts)
-                out.extend(page.rows)
-                if not page.more or page.last_key is None:
-                    return out
-                after = page.last_key
+    with listing_read(sd) as read:
+        if read is None:
+            return []
+        conn, hosts = read
+        return every_page(lambda after: read_checkpoint_page(conn, agent_id, hosts=hosts, after=after, limit=1000,
+                                                             host=host))
 
 
 @dataclass(frozen=True)
@@ -460,23 +478,20 @@ def _prefix_end(prefix: str) -> str | None:
 def find_checkpoints(sd: SessionDir, agent_id: str, prefix: str, *, limit: int = 8) -> CheckpointMatches:
     """The checkpoints of ``agent_id`` whose agent session id starts with ``prefix`` (an index range, one
     query): what a command resolving an id or a prefix of one needs."""
-    with state_db(sd) as db:
-        if db is None:
+    with listing_read(sd) as read:
+        if read is None:
             return CheckpointMatches((), 0)
-        with db.read() as conn:
-            tables, hosts = store_tables(conn)
-            if not tables:
-                return CheckpointMatches((), 0)
-            sql = (f"SELECT {info_columns(hosts)}, count(*) OVER () {info_from(hosts)} WHERE s.agent_id = ? "
-                   "AND s.agent_session_id >= ? AND substr(s.agent_session_id, 1, ?) = ?")
-            params: list[object] = [agent_id, prefix, len(prefix), prefix]
-            end = _prefix_end(prefix)
-            if end is not None:
-                sql += " AND s.agent_session_id < ?"
-                params.append(end)
-            sql += " ORDER BY s.agent_session_id LIMIT ?"
-            params.append(max(1, int(limit)))
-            rows = conn.execute(sql, params).fetchall()
+        conn, hosts = read
+        sql = (f"SELECT {info_columns(hosts)}, count(*) OVER () {info_from(hosts)} WHERE s.agent_id = ? "
+               "AND s.agent_session_id >= ? AND substr(s.agent_session_id, 1, ?) = ?")
+        params: list[object] = [agent_id, prefix, len(prefix), prefix]
+        end = _prefix_end(prefix)
+        if end is not None:
+            sql += " AND s.agent_session_id < ?"
+            params.append(end)
+        sql += " ORDER BY s.agent_session_id LIMIT ?"
+        params.append(max(1, int(limit)))
+        rows = conn.execute(sql, params).fetchall()
     return CheckpointMatches(tuple(info_of(r) for r in rows), int(rows[0][-1]) if rows else 0)
 
 
@@ -502,22 +517,20 @@ def preview_reset(sd: SessionDir, agent_id: str, agent_session_id: str) -> Reset
 def checkpoint_info(sd: SessionDir, agent_id: str, agent_session_id: str) -> CheckpointListing | None:
     """The listing of one agent session (as :func:`list_checkpoints` lists it; one query), or None when it
     has no checkpoint."""
-    with state_db(sd) as db:
-        if db is None:
+    with listing_read(sd) as read:
+        if read is None:
             return None
-        with db.read() as conn:
-            tables, hosts = store_tables(conn)
-            if not tables:
-                return None
-            row = conn.execute(
-                info_sql(hosts) + " WHERE s.agent_id = ? AND s.agent_session_id = ?", (agent_id, agent_session_id)
-            ).fetchone()
+        conn, hosts = read
+        row = conn.execute(
+            info_sql(hosts) + " WHERE s.agent_id = ? AND s.agent_session_id = ?", (agent_id, agent_session_id)
+        ).fetchone()
     return info_of(row) if row is not None else None
 
 # The file's own reads (opening, decoding) are store.agents.checkpoint_db's, named here as before.
 __all__ = [
     "CHECKPOINT_PAGE_ROWS", "HOSTS_TABLE", "CheckpointKey", "CheckpointListing", "CheckpointMatches", "CheckpointPage",
-    "INFO_COLUMNS", "INFO_FROM", "INFO_NAMES", "INFO_WIDTH", "info_columns", "info_from", "info_sql", "store_tables", "PagedReader", "canonical_shape", "canonical_shapes_of", "checkpoint_info", "checkpoint_page",
+    "KeyedPage", "PageOptions",
+    "INFO_COLUMNS", "INFO_FROM", "INFO_NAMES", "INFO_WIDTH", "every_page", "info_columns", "listing_read", "info_from", "info_sql", "store_tables", "PagedReader", "canonical_shape", "canonical_shapes_of", "checkpoint_info", "checkpoint_page",
     "decode_head", "decode_shapes", "decode_state", "find_checkpoints", "has_tables", "head", "info_of",
     "list_checkpoints", "load", "load_checkpoint", "load_from", "open_state_db", "preview_reset", "read_canonical",
     "read_checkpoint_page", "read_head_row", "require_state_writable", "schema_sql", "session_row", "state_db",

@@ -21,7 +21,16 @@ from typing import Any
 from store.agents import agentstate
 from store.agents.checkpoint_db import StoreConn
 from store.agents.checkpoint_engine import DIALECT_POSTGRESQL, dialect_of
-from store.agents.checkpoint_read import INFO_NAMES, INFO_WIDTH, info_columns, info_from, info_of, store_tables
+from store.agents.checkpoint_read import (
+    INFO_NAMES,
+    INFO_WIDTH,
+    KeyedPage,
+    every_page,
+    info_columns,
+    info_from,
+    info_of,
+    listing_read,
+)
 from store.agents.native import (
     AGENT_CLAUDE_CODE,
     AGENT_CODEX,
@@ -88,13 +97,10 @@ def resume_command(agent: str, agent_session_id: str, cwd: str = "") -> str:
 
 def agent_session_counts(sd: SessionDir) -> dict[str, int]:
     """How many captured sessions each agent has (agents without any are absent); one query."""
-    with agentstate.state_db(sd) as db:
-        if db is None:
+    with listing_read(sd) as read:
+        if read is None:
             return {}
-        with db.read() as conn:
-            if not store_tables(conn)[0]:
-                return {}
-            rows = conn.execute("SELECT agent_id, count(*) FROM agent_state_sessions GROUP BY agent_id").fetchall()
+        rows = read[0].execute("SELECT agent_id, count(*) FROM agent_state_sessions GROUP BY agent_id").fetchall()
     return {str(agent): int(n) for agent, n in rows if isinstance(agent, str)}
 
 
@@ -124,23 +130,8 @@ AgentSessionKey = tuple[object, object]
 """A captured session's place in its list: ``(sort time, agent session id)`` as stored, the list newest first."""
 
 
-@dataclass(frozen=True)
-class AgentSessionPage:
-    """One page of :func:`agent_session_page`: the rows in list order (newest last record first), each row's
-    key (``keys[i]`` belongs to ``rows[i]``) and whether more rows lie past the page in the direction it was
-    read (after the last row for ``after``/a first page, before the first row for ``before``)."""
-
-    rows: tuple[AgentSessionSummary, ...]
-    keys: tuple[AgentSessionKey, ...]
-    more: bool
-
-    @property
-    def first_key(self) -> AgentSessionKey | None:
-        return self.keys[0] if self.keys else None
-
-    @property
-    def last_key(self) -> AgentSessionKey | None:
-        return self.keys[-1] if self.keys else None
+class AgentSessionPage(KeyedPage[AgentSessionSummary]):
+    """One page of :func:`agent_session_page`, in list order (newest last record first)."""
 
 
 # --- SQLite --------------------------------------------------------------------------------------------------
@@ -378,34 +369,21 @@ def agent_session_page(
     (case-insensitive for ASCII letters): a filter on content, as the mothx list's. Empty without a checkpoint
     file or its tables."""
     request = PageRequest(after=after, before=before, last=last, limit=limit, needle=needle)
-    with agentstate.state_db(sd) as db:
-        if db is None:
+    with listing_read(sd) as read:
+        if read is None:
             return AgentSessionPage((), (), False)
-        with db.read() as conn:
-            tables, hosts = store_tables(conn)
-            if not tables:
-                return AgentSessionPage((), (), False)
-            return read_agent_session_page(conn, agent, request, hosts=hosts)
+        return read_agent_session_page(read[0], agent, request, hosts=read[1])
 
 
 def list_agent_sessions(sd: SessionDir, agent: str) -> list[AgentSessionSummary]:
     """Every captured session of ``agent``, the most recent last record first (every
     :func:`agent_session_page`, in one read transaction)."""
-    out: list[AgentSessionSummary] = []
-    with agentstate.state_db(sd) as db:
-        if db is None:
-            return out
-        with db.read() as conn:
-            tables, hosts = store_tables(conn)
-            if not tables:
-                return out
-            after: AgentSessionKey | None = None
-            while True:
-                page = read_agent_session_page(conn, agent, PageRequest(after=after, limit=500), hosts=hosts)
-                out.extend(page.rows)
-                if not page.more or page.last_key is None:
-                    return out
-                after = page.last_key
+    with listing_read(sd) as read:
+        if read is None:
+            return []
+        conn, hosts = read
+        return every_page(lambda after: read_agent_session_page(conn, agent, PageRequest(after=after, limit=500),
+                                                                hosts=hosts))
 
 
 __all__ = [
