@@ -5,8 +5,10 @@ list's sort key (the time of the transcript's last timestamped record, newest fi
 id): each row's listing (:func:`store.agents.checkpoint_read.info_of`), and only a few stored records of its
 transcript file by primary key: the first ones (for the title, the first prompt the user typed) and the last
 few (for the time of the last record, computed in the query so that it can be the page's key). A session
-whose head is a reset or names no staged version is listed too, with why it cannot be opened.
-:func:`list_agent_sessions` is every page.
+whose head is a reset or names no staged version is listed too, with why it cannot be opened. Each row
+carries the host that last captured the session. The statement is SQLite's or PostgreSQL's (a team store):
+the same rows in the same order on both (see the PostgreSQL part below for how it reads records without
+casting them). :func:`list_agent_sessions` is every page.
 
 Nothing here writes, and nothing imports Textual.
 """
