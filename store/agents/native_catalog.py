@@ -5,8 +5,10 @@ list's sort key (the time of the transcript's last timestamped record, newest fi
 id): each row's listing (:func:`store.agents.checkpoint_read.info_of`), and only a few stored records of its
 transcript file by primary key: the first ones (for the title, the first prompt the user typed) and the last
 few (for the time of the last record, computed in the query so that it can be the page's key). A session
-whose head is a reset or names no staged version is listed too, with why it cannot be opened.
-:func:`list_agent_sessions` is every page.
+whose head is a reset or names no staged version is listed too, with why it cannot be opened. Each row
+carries the host that last captured the session. The statement is SQLite's or PostgreSQL's (a team store):
+the same rows in the same order on both (see the PostgreSQL part below for how it reads records without
+casting them). :func:`list_agent_sessions` is every page.
 
 Nothing here writes, and nothing imports Textual.
 """
@@ -14,13 +16,23 @@ Nothing here writes, and nothing imports Textual.
 from __future__ import annotations
 
 import json
-import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from store.agents import agentstate
 from store.agents.checkpoint_db import StoreConn
-from store.agents.checkpoint_read import INFO_COLUMNS, INFO_FROM, INFO_NAMES, INFO_WIDTH, has_tables, info_of
+from store.agents.checkpoint_engine import DIALECT_POSTGRESQL, dialect_of
+from store.agents.checkpoint_read import (
+    INFO_NAMES,
+    INFO_WIDTH,
+    KeyedPage,
+    every_page,
+    info_columns,
+    info_from,
+    info_of,
+    listing_read,
+)
 from store.agents.native import (
     AGENT_CLAUDE_CODE,
     AGENT_CODEX,
@@ -30,7 +42,6 @@ from store.agents.native import (
     parse_codex,
     typed_prompt,
 )
-from store.errors import StoreError
 from store.mothx.sessiondir import SessionDir
 from store.safetext import one_line
 
@@ -60,12 +71,14 @@ class AgentSessionSummary:
     source_root: str
     openable: bool  # a published checkpoint exists (the head is not a reset and its version is staged)
     problem: str = ""  # why it cannot be opened ("" when it can)
+    host: str = ""  # the host that last captured it, as stored ("" when none is recorded): data, shown safe
 
     def to_json(self) -> dict[str, object]:
         return {
             "agent": self.agent, "agent_session_id": self.agent_session_id, "title": self.title, "preview": self.preview, "cwd": self.cwd,
             "records": self.records, "files": self.files, "last_record_at": self.last_record_at,
             "transcript_path": self.transcript_path, "openable": self.openable, "problem": self.problem,
+            "host": self.host,
         }
 
 
@@ -86,13 +99,10 @@ def resume_command(agent: str, agent_session_id: str, cwd: str = "") -> str:
 
 def agent_session_counts(sd: SessionDir) -> dict[str, int]:
     """How many captured sessions each agent has (agents without any are absent); one query."""
-    with agentstate.state_db(sd) as db:
-        if db is None:
+    with listing_read(sd) as read:
+        if read is None:
             return {}
-        with db.read() as conn:
-            if not has_tables(conn):
-                return {}
-            rows = conn.execute("SELECT agent_id, count(*) FROM agent_state_sessions GROUP BY agent_id").fetchall()
+        rows = read[0].execute("SELECT agent_id, count(*) FROM agent_state_sessions GROUP BY agent_id").fetchall()
     return {str(agent): int(n) for agent, n in rows if isinstance(agent, str)}
 
 
@@ -122,25 +132,11 @@ AgentSessionKey = tuple[object, object]
 """A captured session's place in its list: ``(sort time, agent session id)`` as stored, the list newest first."""
 
 
-@dataclass(frozen=True)
-class AgentSessionPage:
-    """One page of :func:`agent_session_page`: the rows in list order (newest last record first), each row's
-    key (``keys[i]`` belongs to ``rows[i]``) and whether more rows lie past the page in the direction it was
-    read (after the last row for ``after``/a first page, before the first row for ``before``)."""
-
-    rows: tuple[AgentSessionSummary, ...]
-    keys: tuple[AgentSessionKey, ...]
-    more: bool
-
-    @property
-    def first_key(self) -> AgentSessionKey | None:
-        return self.keys[0] if self.keys else None
-
-    @property
-    def last_key(self) -> AgentSessionKey | None:
-        return self.keys[-1] if self.keys else None
+class AgentSessionPage(KeyedPage[AgentSessionSummary]):
+    """One page of :func:`agent_session_page`, in list order (newest last record first)."""
 
 
+# --- SQLite --------------------------------------------------------------------------------------------------
 # The index (in file_shapes) of the transcript's shape: the shape of transcript_path, else the first one; NULL
 # unless the head is a checkpoint with a staged version whose shapes are a JSON array. Every JSON function is
 # guarded by a CASE so that a foreign value (not JSON, a BLOB) reads as NULL, never as an SQL error.
@@ -158,22 +154,18 @@ _TIMESTAMP_OK = (
     "coalesce(json_type(l.content, '$.timestamp') = 'text' AND trim(json_extract(l.content, '$.timestamp')) <> '', 0) "
     "ELSE 0 END ELSE 0 END"
 )
-
-
-_NEEDLE_SQL = (
+_SQLITE_NEEDLE = (
     "(instr(lower(asid), ?) > 0 OR EXISTS (SELECT 1 FROM agent_state_lines l WHERE l.session_id = sid "
     "AND typeof(l.content) = 'text' AND instr(lower(l.content), ?) > 0))"
 )
 """A page's filter on content: the agent session id or any stored record of the session holds the needle."""
 
 
-def _page_sql(direction: str, where: str) -> str:
-    """The one statement of a page: the page's sessions (part 0, every listing column plus the transcript's
-    path, record count and last timestamp) and, after each, its first transcript records (part 1)."""
+def _sqlite_page_sql(direction: str, where: str, hosts: bool) -> str:
+    """The one statement of a page on SQLite: the page's sessions (part 0, every listing column plus the
+    transcript's path, record count and last timestamp) and, after each, its first transcript records (part 1)."""
     width = INFO_WIDTH + 4  # the listing, tpath, trec, last_ts, sort_at
-    shaped = (
-        f"SELECT {INFO_COLUMNS}, {_SHAPE_INDEX} AS tidx {INFO_FROM} WHERE s.agent_id = ?"
-    )
+    shaped = f"SELECT {info_columns(hosts)}, {_SHAPE_INDEX} AS tidx {info_from(hosts)} WHERE s.agent_id = ?"
     located = (
         "SELECT b.*, CASE WHEN b.tidx IS NOT NULL THEN json_extract(b.v_file_shapes, '$[' || b.tidx || '].path') END "
         "AS tpath, CASE WHEN b.tidx IS NOT NULL THEN json_extract(b.v_file_shapes, '$[' || b.tidx || '].records') "
@@ -200,8 +192,82 @@ def _page_sql(direction: str, where: str) -> str:
     )
 
 
-def _summary(agent: str, row: tuple[Any, ...], lines: list[object]) -> AgentSessionSummary:
-    listing = row[:INFO_WIDTH]
+# --- PostgreSQL ----------------------------------------------------------------------------------------------
+# PostgreSQL 15 has no JSON test that cannot fail (json_valid, IS JSON): a cast of text that is not JSON, or an
+# operator on JSON holding \u0000 or a lone surrogate escape (both are valid JSON, and both occur in captured
+# transcripts), is an SQL error for the whole page. So nothing here casts a stored record: the last timestamp is
+# found by the regular expressions below, which read compact JSON as SQLite's json_extract does, and the file
+# shapes (written by a capture: a flat array of flat objects) are cast only when a regular expression proves
+# them such an array, without those escapes. (No "?" in this SQL: it is a placeholder for psycopg.)
+_PG_STR = r'"([^"\\[:cntrl:]]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
+_PG_VALUE = rf"({_PG_STR}|-{{0,1}}[0-9]+(\.[0-9]+){{0,1}}([eE][-+]{{0,1}}[0-9]+){{0,1}}|true|false|null)"
+_PG_OBJECT = rf"\{{({_PG_STR}:{_PG_VALUE}(,{_PG_STR}:{_PG_VALUE})*){{0,1}}\}}"
+_PG_SHAPES_RE = rf"^\[({_PG_OBJECT}(,{_PG_OBJECT})*){{0,1}}\]$"
+_PG_BAD_ESCAPE = r"\\u(0000|[dD][89a-fA-F])"
+# Every string of a record becomes K; a top-level-or-not "timestamp" key with a string value becomes K"value"
+# (the alternatives of one scan from the left, longest first, so strings are read as JSON reads them).
+_PG_MARKED = r"""regexp_replace(l.content, '"timestamp":("([^"\\]|\\.)*")|"([^"\\]|\\.)*"', 'K\1', 'g')"""
+_PG_BALANCE = "(length(r.rest) - length(translate(r.rest, '{[', '')) - length(r.rest) + length(translate(r.rest, '}]', '')))"
+# The raw value of the first "timestamp" key at depth 1 (the record's own, not a nested object's).
+_PG_RAW_TS = (
+    "(SELECT x.v FROM (SELECT k.o, substring(k.part from '^(([^\"\\\\]|\\\\.)*)\"') AS v, "
+    f"coalesce(sum({_PG_BALANCE}) OVER (ORDER BY k.o ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS depth "
+    f"FROM unnest(string_to_array({_PG_MARKED}, 'K\"')) WITH ORDINALITY k(part, o) "
+    "CROSS JOIN LATERAL (SELECT CASE WHEN k.o = 1 THEN k.part "
+    "ELSE regexp_replace(k.part, '^([^\"\\\\]|\\\\.)*\"', '') END AS rest) r) x "
+    "WHERE x.o > 1 AND x.depth = 1 ORDER BY x.o LIMIT 1)"
+)
+# Decoded as json_extract decodes it (a value with escapes through PostgreSQL's own JSON reader), unless it
+# holds an escape that reader refuses (\u0000, a lone surrogate): that value is kept with its escapes as they
+# are (shown the same as SQLite shows the decoded one, ordered the same but for what follows such an escape).
+_PG_TS = (
+    f"(SELECT CASE WHEN t.raw IS NULL THEN NULL WHEN strpos(t.raw, chr(92)) = 0 THEN t.raw "
+    f"WHEN t.raw ~ '{_PG_BAD_ESCAPE}' THEN t.raw ELSE ('\"' || t.raw || '\"')::json #>> '{{}}' END "
+    f"FROM (SELECT {_PG_RAW_TS} AS raw) t)"
+)
+_PG_NEEDLE = (
+    "(strpos(lower(asid), ?) > 0 OR EXISTS (SELECT 1 FROM agent_state_lines l WHERE l.session_id = sid "
+    "AND strpos(lower(l.content), ?) > 0))"
+)
+
+
+def _pg_page_sql(direction: str, where: str, hosts: bool) -> str:
+    """The one statement of a page on PostgreSQL: the page's sessions, each with its transcript's path,
+    record count, last timestamp and (an array) its first transcript records."""
+    base = f"SELECT {info_columns(hosts)} {info_from(hosts)} WHERE s.agent_id = ?"
+    shapes_json = (
+        f"CASE WHEN NOT b.head_reset AND b.staged AND b.v_file_shapes ~ '{_PG_SHAPES_RE}' "
+        f"AND b.v_file_shapes !~ '{_PG_BAD_ESCAPE}' THEN b.v_file_shapes::json END"
+    )
+    located = (
+        "SELECT b.*, sh.tpath, sh.trec FROM base b LEFT JOIN LATERAL (SELECT e.val ->> 'path' AS tpath, "
+        "CASE WHEN json_typeof(e.val -> 'records') = 'number' AND (e.val ->> 'records') ~ '^[0-9]{1,15}$' "
+        "THEN (e.val ->> 'records')::bigint END AS trec "
+        f"FROM json_array_elements({shapes_json}) WITH ORDINALITY e(val, ord) "
+        "ORDER BY coalesce(json_typeof(e.val -> 'path') = 'string' AND e.val ->> 'path' = b.v_transcript_path, "
+        "false) DESC, e.ord LIMIT 1) sh ON true"
+    )
+    stamped = (
+        "SELECT c.*, (SELECT t.ts FROM (SELECT l.line_number AS n, "
+        f"CASE WHEN l.content LIKE '{{%' THEN {_PG_TS} END AS ts FROM agent_state_lines l "
+        "WHERE l.session_id = c.sid AND l.file_path = c.tpath "
+        f"AND l.line_number > greatest(0, c.trec - {LAST_RECORDS}) AND l.line_number <= c.trec) t "
+        "WHERE t.ts IS NOT NULL AND trim(t.ts) <> '' ORDER BY t.n DESC LIMIT 1) AS last_ts FROM located c"
+    )
+    keyed = 'SELECT d.*, coalesce(d.last_ts, d.updated) COLLATE "C" AS sort_at FROM stamped d'
+    cols = ", ".join(f"pg.{c}" for c in (*INFO_NAMES, "tpath", "trec", "last_ts", "sort_at"))
+    return (
+        f"WITH base AS ({base}), located AS ({located}), stamped AS ({stamped}), keyed AS ({keyed}), "
+        f'page AS (SELECT * FROM keyed{where} ORDER BY sort_at {direction}, asid COLLATE "C" {direction} LIMIT ?) '
+        f"SELECT {cols}, (SELECT array_agg(l.content ORDER BY l.line_number) FROM agent_state_lines l "
+        "WHERE l.session_id = pg.sid AND l.file_path = pg.tpath AND l.line_number >= 1 "
+        f'AND l.line_number <= least(pg.trec, {TITLE_RECORDS})) AS first_lines FROM page pg '
+        f'ORDER BY pg.sort_at {direction}, pg.asid COLLATE "C" {direction}'
+    )
+
+
+def _summary(agent: str, row: Sequence[Any], lines: Sequence[object]) -> AgentSessionSummary:
+    listing = tuple(row[:INFO_WIDTH])
     last_ts = row[INFO_WIDTH + 2]
     info = info_of(listing)
     state = info.state
@@ -211,7 +277,7 @@ def _summary(agent: str, row: tuple[Any, ...], lines: list[object]) -> AgentSess
         else:
             why = one_line(info.head_problem) or "nothing is published for it"
         return AgentSessionSummary(agent, info.agent_session_id, "", "", "", 0, 0, info.updated_at, "",
-                                   info.source_root, False, why)
+                                   info.source_root, False, why, host=info.host)
     texts: list[str] = []
     size = 0
     for content in lines:
@@ -227,26 +293,30 @@ def _summary(agent: str, row: tuple[Any, ...], lines: list[object]) -> AgentSess
         agent=agent, agent_session_id=info.agent_session_id, title=one_line(title), preview=one_line(preview)[:300],
         cwd=one_line(state.cwd), records=state.record_count, files=state.file_count,
         last_record_at=last or info.updated_at, transcript_path=state.transcript_path,
-        source_root=info.source_root, openable=True,
+        source_root=info.source_root, openable=True, host=info.host,
     )
 
 
-def read_agent_session_page(
-    conn: StoreConn,
-    agent: str,
-    *,
-    after: AgentSessionKey | None = None,
-    before: AgentSessionKey | None = None,
-    limit: int = AGENT_SESSION_PAGE_ROWS,
-    needle: str = "",
-) -> AgentSessionPage:
-    """:func:`agent_session_page` on an open read connection whose checkpoint tables exist: ONE query."""
-    if not isinstance(conn, sqlite3.Connection):
-        raise StoreError("The captured-session list cannot be read from a PostgreSQL team store yet (its query is "
-                         "SQLite's); the Checkpoints screen and `sessionscope checkpoints --store URL` list them.")
-    if after is not None and before is not None:
-        raise ValueError("A page of captured sessions is read after a key or before one, not both.")
-    limit = max(1, int(limit))
+@dataclass(frozen=True)
+class PageRequest:
+    """Which page of captured sessions to read: after a key, before one, or (``last``) the oldest rows; with
+    a ``needle``, only the sessions whose id or any stored record holds it."""
+
+    after: AgentSessionKey | None = None
+    before: AgentSessionKey | None = None
+    last: bool = False
+    limit: int = AGENT_SESSION_PAGE_ROWS
+    needle: str = ""
+
+
+def read_agent_session_page(conn: StoreConn, agent: str, request: PageRequest, *, hosts: bool) -> AgentSessionPage:
+    """:func:`agent_session_page` on an open read connection whose checkpoint tables exist, on either engine:
+    ONE query (``hosts``: whether the store has its host table, :func:`~store.agents.checkpoint_read.store_tables`)."""
+    after, before = request.after, request.before
+    if sum((after is not None, before is not None, request.last)) > 1:
+        raise ValueError("A page of captured sessions is read after a key, before one or at the end, not two.")
+    pg = dialect_of(conn) == DIALECT_POSTGRESQL
+    limit = max(1, int(request.limit))
     params: list[object] = [agent]
     conditions: list[str] = []
     if after is not None:  # the list runs newest first: "after" is older
@@ -255,23 +325,29 @@ def read_agent_session_page(
     elif before is not None:
         conditions.append("(sort_at, asid) > (?, ?)")
         params.extend(before)
-    needle = needle.strip().lower()
+    needle = request.needle.strip().lower()
     if needle:
-        conditions.append(_NEEDLE_SQL)
+        conditions.append(_PG_NEEDLE if pg else _SQLITE_NEEDLE)
         params.extend([needle, needle])
     where = (" WHERE " + " AND ".join(conditions)) if conditions else ""
-    direction = "ASC" if before is not None else "DESC"
+    backwards = before is not None or request.last
+    direction = "ASC" if backwards else "DESC"
     params.append(limit + 1)
-    heads: list[tuple[Any, ...]] = []
+    heads: list[Sequence[Any]] = []
     lines: dict[object, list[object]] = {}
-    for part, _k1, _k2, _line, content, *rest in conn.execute(_page_sql(direction, where), params):
-        if part == 0:
-            heads.append(tuple(rest))
-        else:
-            lines.setdefault(rest[0], []).append(content)
+    if pg:
+        for row in conn.execute(_pg_page_sql(direction, where, hosts), params):
+            heads.append(row[:-1])
+            lines[row[0]] = list(row[-1] or ())
+    else:
+        for part, _k1, _k2, _line, content, *rest in conn.execute(_sqlite_page_sql(direction, where, hosts), params):
+            if part == 0:
+                heads.append(tuple(rest))
+            else:
+                lines.setdefault(rest[0], []).append(content)
     more = len(heads) > limit
     heads = heads[:limit]
-    if before is not None:
+    if backwards:
         heads.reverse()
     rows = tuple(_summary(agent, h, lines.get(h[0], [])) for h in heads)
     keys = tuple((h[INFO_WIDTH + 3], h[2]) for h in heads)
@@ -284,40 +360,32 @@ def agent_session_page(
     *,
     after: AgentSessionKey | None = None,
     before: AgentSessionKey | None = None,
+    last: bool = False,
     limit: int = AGENT_SESSION_PAGE_ROWS,
     needle: str = "",
 ) -> AgentSessionPage:
     """A page of the captured sessions of ``agent`` (most recent last record first) read by keyset in one
-    query: the first ``limit`` rows, the rows after the key ``after`` or the rows just before the key
-    ``before`` (still in list order). With a ``needle``, only the sessions whose id or any stored record of
-    any of their files contains it (case-insensitive for ASCII letters): a filter on content, as the mothx
-    list's. Empty without a checkpoint file or its tables."""
-    with agentstate.state_db(sd) as db:
-        if db is None:
+    query, from the SQLite file or a PostgreSQL team store: the first ``limit`` rows, the rows after the key
+    ``after``, the rows just before the key ``before`` or (``last``) the oldest rows (still in list order). With
+    a ``needle``, only the sessions whose id or any stored record of any of their files contains it
+    (case-insensitive for ASCII letters): a filter on content, as the mothx list's. Empty without a checkpoint
+    file or its tables."""
+    request = PageRequest(after=after, before=before, last=last, limit=limit, needle=needle)
+    with listing_read(sd) as read:
+        if read is None:
             return AgentSessionPage((), (), False)
-        with db.read() as conn:
-            if not has_tables(conn):
-                return AgentSessionPage((), (), False)
-            return read_agent_session_page(conn, agent, after=after, before=before, limit=limit, needle=needle)
+        return read_agent_session_page(read[0], agent, request, hosts=read[1])
 
 
 def list_agent_sessions(sd: SessionDir, agent: str) -> list[AgentSessionSummary]:
     """Every captured session of ``agent``, the most recent last record first (every
     :func:`agent_session_page`, in one read transaction)."""
-    out: list[AgentSessionSummary] = []
-    with agentstate.state_db(sd) as db:
-        if db is None:
-            return out
-        with db.read() as conn:
-            if not has_tables(conn):
-                return out
-            after: AgentSessionKey | None = None
-            while True:
-                page = read_agent_session_page(conn, agent, after=after, limit=500)
-                out.extend(page.rows)
-                if not page.more or page.last_key is None:
-                    return out
-                after = page.last_key
+    with listing_read(sd) as read:
+        if read is None:
+            return []
+        conn, hosts = read
+        return every_page(lambda after: read_agent_session_page(conn, agent, PageRequest(after=after, limit=500),
+                                                                hosts=hosts))
 
 
 __all__ = [
@@ -326,6 +394,7 @@ __all__ = [
     "AgentSessionKey",
     "AgentSessionPage",
     "AgentSessionSummary",
+    "PageRequest",
     "agent_session_counts",
     "agent_session_page",
     "first_prompt",

@@ -377,7 +377,7 @@ def header_titles(cl: CheckpointList) -> list[str]:
 
 @pytest.mark.parametrize(("size", "expected"), [
     ((80, 24), ["SESSION ID", "WORK DIR", "RECORDS", "PROOF"]),
-    ((240, 50), ["AGENT", "SESSION ID", "WORK DIR", "FILES", "RECORDS", "HEAD", "PROOF"]),
+    ((240, 50), ["AGENT", "SESSION ID", "WORK DIR", "FILES", "RECORDS", "HEAD", "PROOF", "HOST"]),
 ])
 async def test_list_keeps_its_telling_columns(captured: Path, size: tuple[int, int], expected: list[str]) -> None:
     app = SessionscopeApp(captured, OpenMode.READ_ONLY)

@@ -459,7 +459,7 @@ def claude_captured(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize(("size", "expected"), [
     ((80, 24), ["FIRST PROMPT", "ID", "WORK DIR", "RECORDS", "FILES", "LAST RECORD UTC"]),
-    ((240, 50), ["FIRST PROMPT", "ID", "WORK DIR", "RECORDS", "FILES", "LAST RECORD UTC"]),
+    ((240, 50), ["FIRST PROMPT", "ID", "WORK DIR", "RECORDS", "FILES", "LAST RECORD UTC", "HOST"]),
 ])
 async def test_captured_list_keeps_its_telling_columns(claude_captured: Path, size: tuple[int, int],
                                                        expected: list[str]) -> None:

@@ -2,7 +2,7 @@
 
     sessionscope [--dir PATH] capture claude-code [ROOT] [--json]      default ROOT ~/.claude/projects
     sessionscope [--dir PATH] capture codex [ROOT] [--json]            default ROOT ~/.codex/sessions
-    sessionscope [--dir PATH] checkpoints [--json|--csv] [--redact] [--agent AGENT]
+    sessionscope [--dir PATH] checkpoints [--json|--csv] [--redact] [--agent AGENT] [--host NAME]
     sessionscope [--dir PATH] checkpoint verify AGENT SESSION_ID [--json]
     sessionscope [--dir PATH] checkpoint reset AGENT SESSION_ID [--dry-run] [--yes]
     sessionscope export-repaired PATH OUT [--json]
@@ -11,7 +11,8 @@ Every checkpoint command takes ``--store URL``: the checkpoint store to use inst
 directory's own file, ``postgresql://user[:password]@host[:port]/database`` (a team store many machines capture
 into) or ``sqlite:///path``. Without it ``$SESSIONSCOPE_STORE`` is used when set. The session directory still
 gives the open mode (a read mode never writes to the store either); a read command with a store URL needs no
-local session directory. ``checkpoints`` names the store it read on stderr.
+local session directory. ``checkpoints`` names the store it read on stderr; each row names the host that last
+captured the session (HOST; ``host`` in ``--json`` / ``--csv``), and ``--host NAME`` lists only that host's.
 
 ``capture`` opens the session directory read-write and writes ``<dir>/sessionscope/agent-state.db``. Without
 ``--dir`` that is the default mothx session directory when it has a ``sessions.db``, else a store of our own
@@ -34,7 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
 
     from store.agents.agentstate import CheckpointInfo, ResetPreview
     from store.agents.capture import CaptureProgress, CaptureSummary, ExportResult, VerifyResult
+    from store.agents.checkpoint_read import CheckpointListing
     from store.mothx.sessiondir import SessionDir
 
 AGENTS = ("claude-code", "codex")
@@ -99,6 +101,8 @@ def register(subparsers: argparse._SubParsersAction, add_location: AddLocation) 
     add_store(ls)
     output.add_list_options(ls, "print a JSON list of checkpoint objects")
     ls.add_argument("--agent", choices=AGENTS, default=None, help="only this agent's checkpoints")
+    ls.add_argument("--host", metavar="NAME", default=None,
+                    help="only the sessions this host captured last (as $SESSIONSCOPE_HOST or the host name named it)")
     ls.set_defaults(handler=cmd_checkpoints)
 
     cp = subparsers.add_parser("checkpoint", help="verify a checkpoint, or publish a reset",
@@ -377,23 +381,27 @@ def _name_store(sd: SessionDir) -> None:
 def cmd_checkpoints(args: argparse.Namespace) -> int:
     from store.agents.agentstate import list_checkpoints
 
+    host = getattr(args, "host", None)
     with open_dir(args, write=False) as sd:
-        infos = list_checkpoints(sd, args.agent)
+        infos = list_checkpoints(sd, args.agent, host=host)
         _name_store(sd)
-    if output.list_out(args, [checkpoint_json(i) for i in infos]):
+    if output.list_out(args, [{**checkpoint_json(i), "host": i.host} for i in infos]):
         return EXIT_OK
     if not infos:
-        out("No checkpoints. Capture some with `sessionscope capture claude-code` or `capture codex`.")
+        if host is not None:
+            out(f"No checkpoints captured last by the host {one_line(host)}.")
+        else:
+            out("No checkpoints. Capture some with `sessionscope capture claude-code` or `capture codex`.")
         return EXIT_OK
     print_checkpoints(infos)
     return EXIT_OK
 
 
 CHECKPOINT_COLUMNS = (Column("AGENT"), Column("SESSION ID"), Column("HEAD"), Column("FILES", right=True),
-                      Column("RECORDS", right=True), Column("CAPTURED"), Column("CWD", cut=True))
+                      Column("RECORDS", right=True), Column("CAPTURED"), Column("HOST"), Column("CWD", cut=True))
 
 
-def print_checkpoints(infos: list[CheckpointInfo]) -> None:
+def print_checkpoints(infos: Sequence[CheckpointListing]) -> None:
     from tui.cli import core as cli
 
     cells = []
@@ -401,7 +409,7 @@ def print_checkpoints(infos: list[CheckpointInfo]) -> None:
         state = i.state
         head = (i.head.kind if i.head else "none") + (" (!)" if i.head_problem else "")
         cells.append((i.agent_id, i.agent_session_id, head, str(state.file_count) if state else "-",
-                      str(state.record_count) if state else "-", cli.when(i.updated_at),
+                      str(state.record_count) if state else "-", cli.when(i.updated_at), i.host or "-",
                       (cli.tilde(state.cwd) or "-") if state else "-"))
     output.table(CHECKPOINT_COLUMNS, cells)
     for i in infos:

@@ -1,8 +1,10 @@
 """The checkpoint list: one line per captured agent session, a :class:`~tui.widgets.row_list.RowList`.
 
-The rows are :class:`~store.agents.agentstate.CheckpointInfo` values read by keyset a page at a time
-(:class:`CheckpointSource` over :func:`store.agents.checkpoint_read.checkpoint_page`, one query per page, both
-ways: ``G`` reads the last page directly), so the list holds a few pages however many checkpoints there are.
+The rows are :class:`~store.agents.checkpoint_read.CheckpointListing` values (a checkpoint with the host that
+last captured it) read by keyset a page at a time (:class:`CheckpointSource` over
+:func:`store.agents.checkpoint_read.checkpoint_page`, one query per page, both ways: ``G`` reads the last page
+directly), so the list holds a few pages however many checkpoints there are. The HOST column drops first when
+the terminal is narrow (:func:`host_column`, shared with the captured-session list).
 The proof column shows what the last ``v`` found for the row (:class:`Proof`), or "not verified yet"; the proofs
 live on the list (:attr:`CheckpointList.proofs`), keyed by the row's ``(agent id, agent session id)``, so they
 survive every re-read.
@@ -10,20 +12,18 @@ survive every re-read.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
-
-from textual.cache import LRUCache
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tui import actions
 from tui.formatting import one_line, shown_path
-from tui.widgets.row_list import Column, Key, Page, RowList, RowSource
+from tui.widgets.keyset_source import PageAsk, StoredKey, StoredKeySource
+from tui.widgets.row_list import Column, Key, RowList
 
 if TYPE_CHECKING:
     from store.agents.agentstate import CheckpointInfo
-    from store.agents.checkpoint_read import CheckpointKey, CheckpointPage
+    from store.agents.checkpoint_read import CheckpointKey, CheckpointListing, CheckpointPage
     from store.mothx.sessiondir import SessionDir
 
 
@@ -72,59 +72,31 @@ def head_style(info: CheckpointInfo) -> str | None:
     return None
 
 
-END_KEY: tuple[bytes, bytes] = (b"", b"")
-"""A keyset position past every checkpoint: SQLite orders every BLOB after every TEXT, so ``before=END_KEY``
-(with or without an agent filter) is the last page of the list."""
-
-
-class CheckpointSource(RowSource["CheckpointInfo"]):
+class CheckpointSource(StoredKeySource["CheckpointListing"]):
     """The checkpoints (of one agent, or of all) in list order (agent id, agent session id), read by keyset:
-    every call is ONE :func:`~store.agents.checkpoint_read.checkpoint_page` query. ``total`` is the count the
-    caller read (the agent pane's grouped count), or None when unknown.
+    every call is ONE :func:`~store.agents.checkpoint_read.checkpoint_page` query (``G``: its ``last`` page).
+    ``total`` is the count the caller read (the agent pane's grouped count), or None when unknown. A row's key
+    is its stored ``(agent_id, agent_session_id)`` as the page names it (:class:`StoredKeySource`)."""
 
-    A row's key is its stored ``(agent_id, agent_session_id)`` as the page names it (remembered for the rows
-    served, up to ``remember`` of them), so a value the listing had to make printable still pages exactly."""
-
-    reversible = True
+    KEY_NAME = "checkpoint"
 
     def __init__(self, sd: SessionDir, agent_id: str | None = None, *, total: int | None = None,
                  page_rows: int = 100, remember: int = 20_000) -> None:
+        super().__init__(remember=remember)
         self.sd = sd
         self.agent_id = agent_id or None
         self._total = total
         self.page_rows = page_rows
-        self._keys: LRUCache[tuple[str, str], CheckpointKey] = LRUCache(remember)
-        self._lock = threading.Lock()
 
-    def key(self, row: CheckpointInfo) -> Key:
-        ident = row_key(row)
-        with self._lock:
-            return self._keys.get(ident) or ident
-
-    def ident(self, row: CheckpointInfo) -> Key:
+    def ident(self, row: CheckpointListing) -> Key:
         return row_key(row)
 
-    def _read(self, *, after: CheckpointKey | None = None, before: CheckpointKey | None = None,
-              limit: int) -> Page[CheckpointInfo]:
+    def read(self, ask: PageAsk) -> tuple[Sequence[CheckpointListing], Sequence[StoredKey], bool]:
         from store.agents import checkpoint_read
 
-        page = checkpoint_read.checkpoint_page(self.sd, self.agent_id, after=after, before=before, limit=limit)
-        with self._lock:
-            for info, stored in zip(page.rows, page.keys, strict=True):
-                self._keys.set(row_key(info), stored)
-        return Page(page.rows, page.more and bool(page.rows))
-
-    def first(self, limit: int) -> Page[CheckpointInfo]:
-        return self._read(limit=limit)
-
-    def after(self, key: Key, limit: int) -> Page[CheckpointInfo]:
-        return self._read(after=_as_key(key), limit=limit)
-
-    def before(self, key: Key, limit: int) -> Page[CheckpointInfo]:
-        return self._read(before=_as_key(key), limit=limit)
-
-    def last(self, limit: int) -> Page[CheckpointInfo]:
-        return self._read(before=END_KEY, limit=limit)
+        page = checkpoint_read.checkpoint_page(self.sd, self.agent_id, after=ask.after, before=ask.before,
+                                               last=ask.last, limit=ask.limit)
+        return page.rows, page.keys, page.more
 
     def total(self) -> int | None:
         return self._total
@@ -144,15 +116,22 @@ class CheckpointSource(RowSource["CheckpointInfo"]):
             after = page.last_key
 
 
-def _as_key(key: Key) -> CheckpointKey:
-    if not (isinstance(key, tuple) and len(key) == 2):
-        raise ValueError(f"not a checkpoint key: {key!r}")
-    return (key[0], key[1])
+HOST_WIDTH = 14
+"""The HOST column's width: it takes no share of a wide terminal's extra width (a longer name is cut at its end)."""
+HOST_PRIORITY = 9
+"""The HOST column drops first when a list is narrow (a higher priority value than every other column's)."""
 
 
-class CheckpointList(RowList["CheckpointInfo"]):
-    """The checkpoints of the chosen agent(s); the cursor row is highlighted, ``enter`` posts
-    :class:`RowList.Selected`."""
+def host_column() -> Column[Any]:
+    """The HOST column of a list of captured sessions: the host that last captured the row's session, as
+    stored (a ``str`` cell: the list shows it through the safe-text boundary), "–" when none is recorded."""
+    return Column("host", "HOST", lambda r: r.host or "–", min_width=HOST_WIDTH, priority=HOST_PRIORITY,
+                  style=lambda r: None if r.host else "dim")
+
+
+class CheckpointList(RowList["CheckpointListing"]):
+    """The checkpoints of the chosen agent(s), one line each with the host that last captured it; ``enter`` on
+    the highlighted row posts a ``RowList.Selected`` message."""
 
     ACTION_SCOPE: ClassVar[str] = "checkpoint-list"
     BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
@@ -162,7 +141,7 @@ class CheckpointList(RowList["CheckpointInfo"]):
         self.proofs: dict[tuple[str, str], Proof] = {}
         super().__init__(id=id, empty_text="No checkpoints.", loading_text="Reading checkpoints…")
 
-    def make_columns(self) -> list[Column[CheckpointInfo]]:
+    def make_columns(self) -> list[Column[CheckpointListing]]:
         return [
             Column("agent", "AGENT", lambda i: i.agent_id, min_width=11, priority=5),
             Column("id", "SESSION ID", lambda i: i.agent_session_id, min_width=10, max_width=36, grow=2, priority=0),
@@ -174,6 +153,7 @@ class CheckpointList(RowList["CheckpointInfo"]):
                    align="right", priority=3),
             Column("head", "HEAD", head_label, min_width=10, priority=4, style=head_style),
             Column("proof", "PROOF", self.proof_label, min_width=16, priority=1, style=self._proof_style),
+            host_column(),
         ]
 
     # --- data -------------------------------------------------------------------------------------------------
@@ -206,4 +186,4 @@ class CheckpointList(RowList["CheckpointInfo"]):
         return "good" if proof.status == "verified" else "bad"
 
 
-__all__ = ["END_KEY", "NOT_VERIFIED", "CheckpointList", "CheckpointSource", "Proof", "head_label", "row_key"]
+__all__ = ["NOT_VERIFIED", "CheckpointList", "CheckpointSource", "Proof", "head_label", "host_column", "row_key"]

@@ -2,10 +2,11 @@
 
 One row per session (:class:`store.agents.native_catalog.AgentSessionSummary`) on a
 :class:`~tui.widgets.row_list.RowList`: the first prompt the user typed, the agent session id, the work dir,
-records, files and the time of the last record (UTC, never relative). The rows are read by keyset a page at a
-time, newest last record first (:class:`AgentSessionSource` over
-:func:`store.agents.native_catalog.agent_session_page`, one query per page, both ways: ``G`` reads the last page
-directly), so the list holds a few pages however many sessions were captured.
+records, files, the time of the last record (UTC, never relative) and the host that last captured it (HOST, the
+first column to drop when the terminal is narrow). The rows are read by keyset a page at a time, newest last
+record first (:class:`AgentSessionSource` over :func:`store.agents.native_catalog.agent_session_page`, one query
+per page, both ways: ``G`` reads the last page directly; the SQLite file or a PostgreSQL team store), so the list
+holds a few pages however many sessions were captured.
 
 The ``/`` filter is on content, as the mothx list's: the store's page query keeps the sessions whose id or any
 stored record holds the text (``/bash`` finds the sessions that called Bash), one query per page both ways
@@ -15,27 +16,21 @@ are the agent session ids (``j``/``k``, ``g``/``G``, pages and ``enter`` work th
 
 from __future__ import annotations
 
-import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
-
-from textual.cache import LRUCache
 
 from store import times
 from tui import actions
 from tui.formatting import list_time, one_line, shown_path, time_title
-from tui.widgets.row_list import Column, Key, Page, RowList, RowSource
+from tui.widgets.checkpoint_list import host_column
+from tui.widgets.keyset_source import PageAsk, StoredKey, StoredKeySource
+from tui.widgets.row_list import Column, Key, RowList
 
 if TYPE_CHECKING:
-    from store.agents.native_catalog import AgentSessionKey, AgentSessionPage, AgentSessionSummary
+    from store.agents.native_catalog import AgentSessionSummary
     from store.mothx.sessiondir import SessionDir
 
 LOADING_TEXT = "Reading captured sessions…"
-
-END_KEY: tuple[float, str] = (float("-inf"), "")
-"""A keyset position past the oldest captured session (every sort time is above minus infinity): the rows
-``before`` it are the last page of the newest-first list."""
-
-
 
 NO_PROMPT = "(no prompt)"
 """A captured session whose first records hold no text a user typed (only the agent's own, or tool output)."""
@@ -56,7 +51,7 @@ def title_style(row: AgentSessionSummary) -> str | None:
 def agent_columns() -> list[Column[AgentSessionSummary]]:
     return [
         Column("title", "FIRST PROMPT", title_cell, min_width=16, grow=3, priority=0, style=title_style),
-        Column("id", "ID", lambda r: r.agent_session_id, min_width=9, max_width=36, grow=1, priority=3),
+        Column("id", "ID", lambda r: r.agent_session_id, min_width=9, max_width=36, grow=2, priority=3),
         Column("cwd", "WORK DIR", lambda r: shown_path(r.cwd), min_width=10, grow=2, priority=2, overflow="start"),
         Column("records", "RECORDS", lambda r: f"{r.records:,}" if r.openable else "", min_width=7, align="right",
                priority=4),
@@ -64,6 +59,7 @@ def agent_columns() -> list[Column[AgentSessionSummary]]:
                priority=5),
         Column("last", time_title("LAST RECORD"), lambda r: list_time(r.last_record_at),
                min_width=max(times.display_width(), len(time_title("LAST RECORD"))), priority=1),
+        host_column(),
     ]
 
 
@@ -71,61 +67,39 @@ def matches(row: AgentSessionSummary, needle: str) -> bool:
     return not needle or needle in f"{row.title} {row.preview} {row.agent_session_id} {row.cwd}".lower()
 
 
-class AgentSessionSource(RowSource["AgentSessionSummary"]):
+class AgentSessionSource(StoredKeySource["AgentSessionSummary"]):
     """The captured sessions of ``agent``, newest last record first, read by keyset: every call is ONE
-    :func:`~store.agents.native_catalog.agent_session_page` query (reversible). With a ``needle`` the store keeps only the sessions whose id or stored records hold it.
+    :func:`~store.agents.native_catalog.agent_session_page` query (reversible; ``G`` reads its ``last`` page),
+    from the SQLite file or a PostgreSQL team store. With a ``needle`` the store keeps only the sessions whose
+    id or stored records hold it.
 
-    A row's key is its stored ``(sort time, agent session id)`` as the page names it (remembered for the rows
-    served, up to ``remember``); its ident is the agent session id. ``total``: the caller's count (the grouped
-    count of the source switch), shown while no filter narrows the list; else None."""
+    A row's key is its stored ``(sort time, agent session id)`` as the page names it (:class:`StoredKeySource`);
+    its ident is the agent session id. ``total``: the caller's count (the grouped count of the source switch),
+    shown while no filter narrows the list; else None."""
+
+    KEY_NAME = "captured-session"
 
     def __init__(self, sd: SessionDir, agent: str, *, needle: str = "", total: int | None = None,
                  remember: int = 20_000) -> None:
+        super().__init__(remember=remember)
         self.sd = sd
         self.agent = agent
         self.needle = needle.strip().lower()
-        self.reversible = True
         self._total = None if self.needle else total
-        self._keys: LRUCache[str, AgentSessionKey] = LRUCache(remember)
-        self._lock = threading.Lock()
-
-    def key(self, row: AgentSessionSummary) -> Key:
-        with self._lock:
-            stored = self._keys.get(row.agent_session_id)
-        # A row this source did not serve (a re-read through a new source): its shown time is its sort time
-        # unless the stored one was not printable as it is.
-        return stored if stored is not None else (row.last_record_at, row.agent_session_id)
 
     def ident(self, row: AgentSessionSummary) -> Key:
         return row.agent_session_id
 
-    def _page(self, *, after: AgentSessionKey | None = None, before: AgentSessionKey | None = None,
-              limit: int) -> AgentSessionPage:
+    def shown_key(self, row: AgentSessionSummary) -> Key:
+        # its shown time is its sort time unless the stored one was not printable as it is
+        return (row.last_record_at, row.agent_session_id)
+
+    def read(self, ask: PageAsk) -> tuple[Sequence[AgentSessionSummary], Sequence[StoredKey], bool]:
         from store.agents import native_catalog
 
-        page = native_catalog.agent_session_page(self.sd, self.agent, after=after, before=before, limit=limit,
-                                                 needle=self.needle)
-        with self._lock:
-            for row, stored in zip(page.rows, page.keys, strict=True):
-                self._keys.set(row.agent_session_id, stored)
-        return page
-
-    def _forward(self, after: AgentSessionKey | None, limit: int) -> Page[AgentSessionSummary]:
-        page = self._page(after=after, limit=limit)
-        return Page(page.rows, page.more and bool(page.rows))
-
-    def first(self, limit: int) -> Page[AgentSessionSummary]:
-        return self._forward(None, limit)
-
-    def after(self, key: Key, limit: int) -> Page[AgentSessionSummary]:
-        return self._forward(_as_key(key), limit)
-
-    def before(self, key: Key, limit: int) -> Page[AgentSessionSummary]:
-        page = self._page(before=_as_key(key), limit=limit)
-        return Page(page.rows, page.more and bool(page.rows))
-
-    def last(self, limit: int) -> Page[AgentSessionSummary]:
-        return self.before(END_KEY, limit)
+        page = native_catalog.agent_session_page(self.sd, self.agent, after=ask.after, before=ask.before,
+                                                 last=ask.last, limit=ask.limit, needle=self.needle)
+        return page.rows, page.keys, page.more
 
     def total(self) -> int | None:
         return self._total
@@ -134,15 +108,9 @@ class AgentSessionSource(RowSource["AgentSessionSummary"]):
         self._total = None if self.needle else total
 
 
-def _as_key(key: Key) -> AgentSessionKey:
-    if not (isinstance(key, tuple) and len(key) == 2):
-        raise ValueError(f"not a captured-session key: {key!r}")
-    return (key[0], key[1])
-
-
 class AgentSessionList(RowList["AgentSessionSummary"]):
-    """Captured sessions of one agent, one line each, paged from the store; ``enter`` posts
-    :class:`RowList.Selected`."""
+    """Captured sessions of one agent (each with the host that last captured it), one line each, paged from
+    the store."""
 
     ACTION_SCOPE: ClassVar[str] = "session-list"
     BINDINGS: ClassVar = actions.bindings(ACTION_SCOPE)
