@@ -18,7 +18,7 @@ from store.errors import StoreError
 from store.safetext import one_line
 from store.times import format_rfc3339
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 STATE_DIR = "sessionscope"
 STATE_DB = "agent-state.db"
 

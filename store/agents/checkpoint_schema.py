@@ -30,13 +30,11 @@ from importlib import resources
 from typing import Any
 
 from store.agents.checkpoint_engine import PgConnection, PgStore, has_table
-from store.agents.checkpoint_model import now_text
+from store.agents.checkpoint_model import SCHEMA_VERSION, now_text
 from store.errors import SchemaIncompatible
 from store.mothx.db import Database
 from store.mothx.schema import split_statements
 
-SCHEMA_VERSION = 3
-"""The layout this Sessionscope writes (``checkpoint_model.SCHEMA_VERSION`` is to follow it)."""
 PG_SEQUENCE = "agent_state_fencing_token_seq"
 # An advisory lock key of the store's own (two PostgreSQL processes creating the schema at once queue on it).
 PG_SCHEMA_LOCK = 0x5E55_10C0

@@ -129,8 +129,8 @@ def test_version_1_file_is_upgraded_in_place(tmp_path: Path) -> None:
         db = agentstate.open_state_db(sd)
         assert db is not None
         with db.read() as c:
-            assert stored_version(c) == 2
-            assert [m[0] for m in migrations(c)] == [1, 2]
+            assert stored_version(c) == 3
+            assert [m[0] for m in migrations(c)] == [1, 2, 3]
             assert c.execute("SELECT host FROM agent_state_session_hosts").fetchall() == [("host-a",)]
         db.close()
     conn = sqlite3.connect(path)
@@ -146,8 +146,8 @@ def test_postgresql_schema_version_hosts_and_byte_order(sd: SessionDir, store_ur
         pytest.skip("PostgreSQL only")
     for sid in ("b", "B", "a-é", "a-z", "\u202e", "[bold]x[/bold]"):
         fake_checkpoint(sd, sid, host="host-" + str(len(sid)))
-    assert pg_execute(store_url, "SELECT value FROM agent_state_meta") == [("2",)]
-    assert [r[0] for r in pg_execute(store_url, "SELECT version FROM agent_state_migrations ORDER BY 1")] == [1, 2]
+    assert pg_execute(store_url, "SELECT value FROM agent_state_meta") == [("3",)]
+    assert [r[0] for r in pg_execute(store_url, "SELECT version FROM agent_state_migrations ORDER BY 1")] == [1, 2, 3]
     assert pg_execute(store_url, f"SELECT last_value >= 6 FROM {PG_SEQUENCE}") == [(True,)]
     listed = [c.agent_session_id for c in list_checkpoints(sd)]
     assert listed == sorted(listed, key=lambda s: s.encode())  # byte order, as SQLite lists them
