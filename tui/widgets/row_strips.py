@@ -85,6 +85,11 @@ def row_strip(row: T, columns: Sequence[Column[T]], widths: Sequence[int | None]
         except Exception as exc:  # noqa: BLE001 - one bad cell must not take the list down
             value = Text(f"⚠ {describe(exc)}")
             cell_style = cell_style + part("bad")
+        if isinstance(value, str):  # plain data: one segment in the cell's style (what rendering it would give)
+            plain = fit_text(Text(one_line(value)), w, column.align, column.overflow).plain
+            if plain:
+                segments.append(Segment(plain, cell_style))
+            continue
         text = fit_text(cell_text(value), w, column.align, column.overflow)
         for segment in text.render(console):
             if segment.text:
