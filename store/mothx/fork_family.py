@@ -26,6 +26,8 @@ from store.safetext import one_line
 
 @dataclass(frozen=True)
 class FamilyMember:
+    """One session of a fork family, in tree order: its parent, depth, fork facts and title."""
+
     session_id: str
     parent_session: str
     depth: int  # 0 = the family's root
@@ -44,6 +46,8 @@ class FamilyMember:
 
 @dataclass(frozen=True)
 class Family:
+    """The fork family of ``session_id``: every member, root first, each child after its parent."""
+
     session_id: str
     members: tuple[FamilyMember, ...]  # tree order: root first, each child after its parent (by id)
 

@@ -191,6 +191,8 @@ class RunFacts(Widget):
 
 @dataclass
 class EventsLoaded(Message):
+    """A page of one run's events read by the worker (``fresh``: events after the last shown)."""
+
     run_id: str
     generation: int
     rows: list[RunEvent]
@@ -200,6 +202,8 @@ class EventsLoaded(Message):
 
 @dataclass
 class EventsFailed(Message):
+    """A read of one run's events failed: ``error`` is one safe line."""
+
     run_id: str
     generation: int
     error: str
