@@ -310,6 +310,8 @@ def _unavailable(facts: SourceFacts) -> ForkError | None:
 
 @dataclass(frozen=True)
 class Boundary:
+    """Where a fork of one kind ends: the requested entry, its window's end and the extended boundary seq."""
+
     kind: str
     at_seq: int  # the requested entry (0 for a session fork)
     turn_seq: int  # the window's end (the turn's end_seq, or a legacy window's last message)

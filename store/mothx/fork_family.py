@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from store.errors import SessionNotFound
 from store.mothx.cells import as_text
 from store.mothx.entry_model import row_from_cells
-from store.mothx.fork import latest_title
 from store.mothx.fork_boundaries import (
     SourceFacts,
     Verdict,
@@ -27,6 +26,8 @@ from store.safetext import one_line
 
 @dataclass(frozen=True)
 class FamilyMember:
+    """One session of a fork family, in tree order: its parent, depth, fork facts and title."""
+
     session_id: str
     parent_session: str
     depth: int  # 0 = the family's root
@@ -45,6 +46,8 @@ class FamilyMember:
 
 @dataclass(frozen=True)
 class Family:
+    """The fork family of ``session_id``: every member, root first, each child after its parent."""
+
     session_id: str
     members: tuple[FamilyMember, ...]  # tree order: root first, each child after its parent (by id)
 
@@ -125,13 +128,48 @@ def family_conn(conn: sqlite3.Connection, session_id: str) -> Family:
         members.append(FamilyMember(missing_root, "", 0, "", 0, 0, "", missing=True))
         base = 1
 
+    order: list[tuple[tuple[str, str, str, int, int], int]] = []
     stack: list[tuple[tuple[str, str, str, int, int], int]] = [(chain[0], base)]
     while stack:  # depth first, children by id (a loop, not recursion: a chain may be thousands deep)
-        (sid, parent, kind, bseq, seed), depth = stack.pop()
-        members.append(FamilyMember(sid, parent, depth, kind, bseq, seed, latest_title(conn, sid),
+        node = stack.pop()
+        order.append(node)
+        stack.extend((child, node[1] + 1) for child in reversed(children.get(node[0][0], [])))
+    titles = titles_conn(conn, [sid for (sid, *_), _ in order])
+    for (sid, parent, kind, bseq, seed), depth in order:
+        members.append(FamilyMember(sid, parent, depth, kind, bseq, seed, titles.get(sid, ""),
                                     selected=sid == session_id))
-        stack.extend((child, depth + 1) for child in reversed(children.get(sid, [])))
     return Family(session_id, tuple(members))
+
+
+_TITLE_CHUNK = 400
+"""Session ids bound in one ``IN (...)`` list at most."""
+
+_TITLE_TRIES = 8
+"""The newest ``session_info`` entries of a session looked at for its title (as ``store.mothx.fork``'s
+``latest_title``)."""
+
+
+def titles_conn(conn: sqlite3.Connection, session_ids: list[str]) -> dict[str, str]:
+    """Each session's title: the ``name`` of its newest ``session_info`` entry that has a text name (of its
+    newest :data:`_TITLE_TRIES`); sessions without one are left out. One indexed query per
+    :data:`_TITLE_CHUNK` sessions, not one per session: a family of thousands reads its titles at once."""
+    titles: dict[str, str] = {}
+    tried: dict[str, int] = {}
+    wanted = list(dict.fromkeys(session_ids))
+    for i in range(0, len(wanted), _TITLE_CHUNK):
+        part = wanted[i:i + _TITLE_CHUNK]
+        for sid, data in conn.execute(
+            f"SELECT session_id, data FROM entries WHERE session_id IN ({','.join('?' * len(part))}) "
+            "AND type = 'session_info' ORDER BY session_id, seq DESC", part,
+        ):
+            if not isinstance(sid, str) or sid in titles or tried.get(sid, 0) >= _TITLE_TRIES:
+                continue
+            tried[sid] = tried.get(sid, 0) + 1
+            row = row_from_cells(0, "", "session_info", None, "", data)
+            name = row.parsed.get("name") if row.parsed is not None else None
+            if isinstance(name, str):
+                titles[sid] = name
+    return titles
 
 
 def family(sd: SessionDir, session_id: str) -> Family:
@@ -214,4 +252,4 @@ def explain_entry(sd: SessionDir, session_id: str, seq: int) -> Verdict | None:
 
 
 __all__ = ["FamilyMember", "Family", "family", "family_conn", "TurnCandidate", "candidates", "candidates_conn",
-           "explain_entry"]
+           "explain_entry", "titles_conn"]

@@ -17,18 +17,20 @@ from store.mothx.execution import (
     ExecutionFacts,
     ExecutionState,
     LocalOwner,
+    _keeps_remote,
     derive_execution_state,
-    recovery_conn,
-    response_run_conn,
 )
 from store.mothx.lease_model import LEASE_COLUMNS, LeaseSnapshot, snapshot_from_row, sqlite_now
 from store.mothx.run_model import (
     NON_TERMINAL_STATUSES,
     RECOVERY_COLUMNS,
+    RESPONSE_COLUMNS,
     RUN_COLUMNS,
     RecoveryRecord,
+    ResponseRun,
     Run,
     recovery_from_row,
+    response_from_row,
     run_from_row,
     select_columns,
 )
@@ -220,16 +222,78 @@ def _facts_for_sessions(conn: sqlite3.Connection, sessions: list[str], t: int,
         ):
             snap = snapshot_from_row(row, t)
             leases.setdefault(snap.session_id, snap)
+    firsts = {sid: runs[0].id for sid, runs in active.items() if runs}
+    recoveries = _recoveries_of(conn, list(firsts.values()), schema)
+    responses = _responses_of(conn, firsts, schema)
     out = {}
     for sid in sessions:
         runs = tuple(active[sid])
         first = runs[0] if runs else None
         out[sid] = ExecutionFacts(
             session_id=sid, now=t, session_exists=sid in existing, active_runs=runs, lease=leases.get(sid),
-            recovery=recovery_conn(conn, first.id, schema) if first else None,
-            response_run=response_run_conn(conn, sid, first.id, schema) if first else None,
+            recovery=recoveries.get(first.id) if first else None,
+            response_run=responses.get(sid) if first else None,
         )
     return out
+
+
+_CHUNK = 400
+"""Values bound in one ``IN (...)`` list at most (well below every SQLite build's variable limit)."""
+
+
+def _chunks(values: list[str]) -> list[list[str]]:
+    return [values[i:i + _CHUNK] for i in range(0, len(values), _CHUNK)]
+
+
+def _recoveries_of(conn: sqlite3.Connection, run_ids: list[str], schema: SchemaInfo) -> dict[str, RecoveryRecord]:
+    """The recovery row of each run (what :func:`~store.mothx.execution.recovery_conn` reads for one), in one
+    query per :data:`_CHUNK` runs."""
+    if not run_ids or not schema.has("session_run_recoveries"):
+        return {}
+    found: dict[str, RecoveryRecord] = {}
+    for part in _chunks(run_ids):
+        for row in conn.execute(
+            f"SELECT {RECOVERY_COLUMNS}, run_id FROM session_run_recoveries WHERE run_id IN ({_in_marks(part)})", part
+        ):
+            raw = row[-1]
+            if isinstance(raw, str):
+                found.setdefault(raw, recovery_from_row(row[:-1]))
+    return found
+
+
+def _responses_of(conn: sqlite3.Connection, firsts: dict[str, str], schema: SchemaInfo) -> dict[str, ResponseRun]:
+    """For each session, the ``response_runs`` row linked to its newest active run (``firsts``: session id → run
+    id), picked as :func:`~store.mothx.execution.response_run_conn` picks it, in one query per :data:`_CHUNK`
+    sessions (the ``(session_id, local_turn_id)`` index answers it)."""
+    if not firsts or not schema.has("response_runs"):
+        return {}
+    linked: dict[str, list[ResponseRun]] = {}
+    sessions = list(firsts)
+    for part in _chunks(sessions):
+        runs = [firsts[sid] for sid in part]
+        for row in conn.execute(
+            f"SELECT {RESPONSE_COLUMNS}, session_id, local_turn_id FROM response_runs "
+            f"WHERE session_id IN ({_in_marks(part)}) AND local_turn_id IN ({_in_marks(runs)}) ORDER BY id DESC",
+            (*part, *runs),
+        ):
+            sid, turn = row[-2], row[-1]
+            if isinstance(sid, str) and isinstance(turn, str) and firsts.get(sid) == turn:
+                rows = linked.setdefault(sid, [])
+                if len(rows) < 50:  # as response_run_conn: the newest 50 linked rows
+                    rows.append(response_from_row(row[:-2]))
+    return {sid: picked for sid, rows in linked.items() if (picked := _pick_response(rows)) is not None}
+
+
+def _pick_response(rows: list[ResponseRun]) -> ResponseRun | None:
+    """Of the linked rows (newest first): the newest that keeps the run remote, else the newest damaged one,
+    else the newest (:func:`~store.mothx.execution.response_run_conn`'s rule)."""
+    for resp in rows:
+        if _keeps_remote(resp):
+            return resp
+    for resp in rows:
+        if resp.problems:
+            return resp
+    return rows[0] if rows else None
 
 
 def is_orphan(listing: RunListing) -> bool:

@@ -45,12 +45,16 @@ class PageLoaded(Message, bubble=False):
 
 @dataclass
 class PageFailed(Message, bubble=False):
+    """A page read failed: ``error`` is one safe line (posted by the read worker; only the widget handles it)."""
+
     read: Read
     error: str
 
 
 @dataclass
 class RowsReread(Message, bubble=False):
+    """Named rows re-read (``rows`` None: the source cannot read single rows), or the error of that read."""
+
     generation: int
     rows: Mapping[Key, Any] | None
     idents: tuple[Key, ...]

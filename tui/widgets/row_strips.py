@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
@@ -18,7 +19,7 @@ from rich.text import Text
 from textual.strip import Strip
 
 from store.safetext import one_line
-from tui.widgets.row_columns import GAP, GUTTER, Column, cell_text, fit_text
+from tui.widgets.row_columns import GAP, GUTTER, Align, Column, Overflow, cell_text, fit_text
 from tui.widgets.row_reads import describe
 
 T = TypeVar("T")
@@ -40,6 +41,22 @@ class ListStyles:
     parts: dict[str, Style] = field(default_factory=dict)
 
 
+def fit_plain(plain: str, width: int, align: Align = "left", overflow: Overflow = "end") -> str:
+    """:func:`~tui.widgets.row_columns.fit_text` of ``Text(plain)``, as its plain text: a text that fits is padded
+    here (no ``Text`` made), one that does not is cut there."""
+    if width <= 0:
+        return ""
+    excess = width - cell_len(plain)
+    if excess < 0:
+        return fit_text(Text(plain), width, align, overflow).plain
+    if align == "left":
+        return plain + " " * excess
+    if align == "right":
+        return " " * excess + plain
+    left = excess // 2
+    return " " * left + plain + " " * (excess - left)
+
+
 def message_strip(text: str, width: int, style: Style) -> Strip:
     """One line of text (a placeholder, an error) across the list."""
     fitted = fit_text(Text(one_line(text)), max(0, width - GUTTER))
@@ -56,7 +73,7 @@ def header_strip(columns: Sequence[Column[T]], widths: Sequence[int | None], wid
         if not first:
             segments.append(Segment(" " * GAP, style))
         first = False
-        segments.append(Segment(fit_text(Text(one_line(column.title)), w, column.align).plain, style))
+        segments.append(Segment(fit_plain(one_line(column.title), w, column.align), style))
     return Strip(segments).crop_extend(0, width, style)
 
 
@@ -85,6 +102,11 @@ def row_strip(row: T, columns: Sequence[Column[T]], widths: Sequence[int | None]
         except Exception as exc:  # noqa: BLE001 - one bad cell must not take the list down
             value = Text(f"⚠ {describe(exc)}")
             cell_style = cell_style + part("bad")
+        if isinstance(value, str):  # plain data: one segment in the cell's style (what rendering it would give)
+            plain = fit_plain(one_line(value), w, column.align, column.overflow)
+            if plain:
+                segments.append(Segment(plain, cell_style))
+            continue
         text = fit_text(cell_text(value), w, column.align, column.overflow)
         for segment in text.render(console):
             if segment.text:
@@ -93,4 +115,4 @@ def row_strip(row: T, columns: Sequence[Column[T]], widths: Sequence[int | None]
     return Strip(segments).crop_extend(0, width, line)
 
 
-__all__ = ["CHANGED_MARK", "CURSOR_MARK", "ListStyles", "header_strip", "message_strip", "row_strip"]
+__all__ = ["CHANGED_MARK", "CURSOR_MARK", "ListStyles", "fit_plain", "header_strip", "message_strip", "row_strip"]

@@ -164,7 +164,7 @@ class RunsPage:
 
 
 def local_instance_id() -> str:
-    from store.mothx.leases import LeaseOwner
+    from store.mothx.lease_model import LeaseOwner
 
     return LeaseOwner.current().instance_id
 
@@ -369,7 +369,7 @@ STATE_STYLE = {
 
 
 def status_style(status: str) -> str:
-    from store.mothx.runs import is_terminal
+    from store.mothx.run_model import is_terminal
 
     if status.startswith("waiting"):
         return "warn"

@@ -156,6 +156,8 @@ class RunFacts(FactsPanel[RunRow]):
 
 @dataclass
 class EventsLoaded(Message):
+    """A page of one run's events read by the worker (``fresh``: events after the last shown)."""
+
     run_id: str
     generation: int
     rows: list[RunEvent]
@@ -165,6 +167,8 @@ class EventsLoaded(Message):
 
 @dataclass
 class EventsFailed(Message):
+    """A read of one run's events failed: ``error`` is one safe line."""
+
     run_id: str
     generation: int
     error: str
@@ -209,6 +213,7 @@ class RunTimeline(ReportsWorkerFailures, ScrollView, can_focus=True, inherit_bin
         self.new_seqs: set[int] = set()
         self._reading = False
         self._again = False
+        self._first_read = True
 
     # --- public -----------------------------------------------------------------------------------------------
 
@@ -228,8 +233,16 @@ class RunTimeline(ReportsWorkerFailures, ScrollView, can_focus=True, inherit_bin
         self._set_total()
         if run_id is not None:
             self._reading = True
-            self._read(sd, run_id, self.generation, 0, False)
+            if self._first_read:  # the screen's first frame does not wait for it: read once that frame is drawn
+                self._first_read = False
+                self.call_after_refresh(self._read_first, sd, run_id, self.generation)
+            else:
+                self._read(sd, run_id, self.generation, 0, False)
         self.refresh()
+
+    def _read_first(self, sd: SessionDir, run_id: str, generation: int) -> None:
+        if generation == self.generation:
+            self._read(sd, run_id, generation, 0, False)
 
     def refresh_events(self) -> None:
         """Read the events after the last one shown (the run changed); coalesced while a read runs."""
