@@ -142,13 +142,6 @@ from store.agents.checkpoint_write import (
 )
 from store.mothx.sessiondir import SessionDir
 
-
-def _now() -> str:
-    """The time every checkpoint write records (:func:`~store.agents.checkpoint_publish.write_time` reads it
-    here, so one patch of it pins them all)."""
-    return now_text()
-
-
 # ------------------------------------------------------------------------------------ public, by SessionDir
 
 

@@ -20,15 +20,16 @@ from store.agents.checkpoint_model import (
     PublicationHead,
     RunFence,
     StaleFence,
+    now_text,
 )
+
+clock = now_text
+"""The clock of every checkpoint write (one patch of it pins the time of every write: the snapshot tests do)."""
 
 
 def write_time() -> str:
-    """The time a write records: the facade's clock :func:`store.agents.agentstate._now` (``now_text``), looked
-    up at each write so that one patch of it pins the time of every write (the snapshot tests do)."""
-    from store.agents import agentstate  # the facade imports this module: a lookup at call time, no cycle
-
-    return agentstate._now()
+    """The time a write records: :data:`clock`'s, looked up at each write."""
+    return clock()
 
 
 def publish_head(db: CheckpointStore, fence: RunFence, kind: str) -> PublicationHead:

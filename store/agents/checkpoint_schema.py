@@ -12,7 +12,7 @@ applied (version, description, time). The migrations:
    (``agent_state_session_hosts``) and each run the host that made it (``agent_state_run_hosts``; tables of
    their own, so the version-1 tables keep their columns); the version table; ``agent_state_blobs``, the
    compare-and-swap blobs of the session log (:class:`~store.agents.sessionlog_sql.SqlBlobStore`);
-3. the full-text index of captured records on PostgreSQL (:mod:`store.agents.checkpoint_search`): each line
+3. the full-text index of captured records on PostgreSQL (:mod:`store.search.pg_index`): each line
    records the transaction that wrote it (``agent_state_lines.search_xid``, a column default, so every writer
    fills it without knowing; a BRIN index, nearly free to keep while capturing), and
    ``agent_state_search`` holds one ``tsvector`` per line with text (a GIN index), removed with its line

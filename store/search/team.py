@@ -1,5 +1,5 @@
 """Search over the captured records of a PostgreSQL team store: the same :class:`~store.search.SearchResult` as
-the SQLite side index gives, from the store's own full-text index (:mod:`store.agents.checkpoint_search`).
+the SQLite side index gives, from the store's own full-text index (:mod:`store.search.pg_index`).
 
 Same data, same answer: the text of a record is :func:`~store.search.text.record_text`'s, its words are FTS5's
 (:mod:`store.search.tokens`), the query is parsed by :mod:`store.search.query` for both engines, and the snippet
@@ -15,9 +15,9 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING
 
-from store.agents import checkpoint_search as cs
 from store.mothx.sessions import like_pattern
 from store.safetext import one_line
+from store.search import pg_index as cs
 from store.search import query as q
 from store.search.index import fts_text
 from store.search.text import record_text
@@ -25,7 +25,7 @@ from store.search.text import record_text
 if TYPE_CHECKING:
     from store.agents.checkpoint_engine import PgStore
     from store.mothx.sessiondir import SessionDir
-    from store.search.engine import SearchHit, SearchResult, Snippet
+    from store.search.results import SearchHit, SearchResult, Snippet
 
 
 def is_team_store() -> bool:
@@ -71,7 +71,7 @@ def refresh_team(sd: SessionDir) -> cs.RefreshStats:
 def search_team(sd: SessionDir, text: str, *, limit: int | None, after: tuple[float, str] | None, snippets: bool,
                 use_index: bool, index_store: bool | None) -> SearchResult:
     from store.errors import StoreError
-    from store.search.engine import INDEX, SearchResult
+    from store.search.results import INDEX, SearchResult
 
     write = use_index and may_index(sd, index_store)
     store = open_team_store(sd, write=write)
@@ -89,7 +89,7 @@ def search_team(sd: SessionDir, text: str, *, limit: int | None, after: tuple[fl
             return _scan(store, text, limit, after, snippets, reason)
         parsed = q.parse(text)
         literal = cs.tsquery(parsed)
-        from store.search.engine import _raw_page
+        from store.search.results import _raw_page
 
         raw = cs.ranked(store, literal) if literal is not None else []
         total = len(raw)
@@ -101,7 +101,7 @@ def search_team(sd: SessionDir, text: str, *, limit: int | None, after: tuple[fl
 
 
 def _details(store: PgStore, parsed: q.Query, page: list[cs.RankedRow], snippets: bool) -> list[SearchHit]:
-    from store.search.engine import SearchHit, Snippet
+    from store.search.results import SearchHit, Snippet
 
     texts: dict[tuple[str, str, int], str] = {}
     if snippets and page:
@@ -117,7 +117,7 @@ def _details(store: PgStore, parsed: q.Query, page: list[cs.RankedRow], snippets
 
 def fts5_snippets(texts: list[str], parsed: q.Query) -> list[Snippet]:
     """The FTS5 ``snippet()`` of each text for the query, as the SQLite side index makes it."""
-    from store.search.engine import SNIPPET_TOKENS, Snippet, _markers, _unmark
+    from store.search.results import SNIPPET_TOKENS, Snippet, _markers, _unmark
 
     out = [Snippet("") for _ in texts]
     if parsed.empty:
@@ -140,7 +140,7 @@ def fts5_snippets(texts: list[str], parsed: q.Query) -> list[Snippet]:
 def _scan(store: PgStore, text: str, limit: int | None, after: tuple[float, str] | None, snippets: bool,
           reason: str) -> SearchResult:
     """The exact scan (``ILIKE``, ASCII case-insensitive as SQLite's ``LIKE`` in a ``C`` database)."""
-    from store.search.engine import LIKE, SearchHit, SearchResult, _page, _with, like_snippet
+    from store.search.results import LIKE, SearchHit, SearchResult, _page, _with, like_snippet
 
     usable = bool(text) and "\x00" not in text
     try:

@@ -13,12 +13,12 @@ import pytest
 
 import store.search.engine as engine
 from store.agents import capture as cap
-from store.agents import checkpoint_search as cs
 from store.agents.agentstate import delete_checkpoints
 from store.agents.checkpoint_engine import dispose_engines, use_store
 from store.mothx.db import OpenMode
 from store.mothx.sessiondir import SessionDir, open_session_dir
 from store.search import INDEX, LIKE, search
+from store.search import pg_index as cs
 from store.search import tokens as tok
 from store.search.query import parse
 from store.search.team import refresh_team

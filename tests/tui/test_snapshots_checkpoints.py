@@ -30,7 +30,7 @@ CAPTURED_AT = "2026-02-24T09:30:00Z"
 
 def build(target: Path, fixtures: Path) -> None:
     """Copy the fixtures under ``target/sources`` and capture them into ``target/sessions``, deterministically."""
-    from store.agents import agentstate
+    from store.agents import agentstate, checkpoint_publish
     from store.agents.capture import capture_claude_code, capture_codex
     from store.mothx.sessiondir import open_session_dir
 
@@ -40,7 +40,7 @@ def build(target: Path, fixtures: Path) -> None:
         p.chmod(0o755 if p.is_dir() else 0o644)
     counter = itertools.count(1)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(agentstate, "_now", lambda: CAPTURED_AT)
+        mp.setattr(checkpoint_publish, "clock", lambda: CAPTURED_AT)
         mp.setattr(agentstate.uuid, "uuid4", lambda: uuid.UUID(int=0x5E55_0000_0000_4000_8000_0000_0000_0000 + next(counter)))
         mp.setattr(agentstate.secrets, "token_hex", lambda n=8: f"{next(counter):0{2 * n}x}")
         (target / "sessions").mkdir(parents=True)

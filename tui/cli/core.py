@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from store.mothx.entries import EntryRow
     from store.mothx.sessiondir import SessionDir
     from store.mothx.sessions import SessionSummary
+    from tui.app import SessionscopeApp
 
 PROG = "sessionscope"
 DEFAULT_LIMIT = 20
@@ -446,8 +447,32 @@ def _open_ui(args: argparse.Namespace) -> int:
     mode = _mode(args, default=OpenMode(settings.text("open_mode") or OpenMode.READ_WRITE.value))
     from tui.app import SessionscopeApp
 
-    app = SessionscopeApp(root, mode)
-    app.run(mouse=settings.flag("mouse"))
+    if root is None:
+        from store.agents.checkpoint_engine import selected_store
+
+        if selected_store() is not None:
+            # A machine that only browses a team store has no session directory: the app opens an empty,
+            # private one (read-only) that carries the open mode, and shows the store's captured sessions.
+            import tempfile
+
+            from store.mothx.sessiondir import open_session_dir
+
+            empty = Path(tempfile.mkdtemp(prefix="sessionscope-store-"))
+            open_session_dir(empty, OpenMode.READ_WRITE, create=True).close()
+            store_mode = OpenMode.READ_ONLY if mode is OpenMode.READ_WRITE else mode
+            return _run_app(SessionscopeApp(empty, store_mode), settings.flag("mouse"), remove=empty)
+    return _run_app(SessionscopeApp(root, mode), settings.flag("mouse"))
+
+
+def _run_app(app: SessionscopeApp, mouse: bool, remove: Path | None = None) -> int:
+    """Run the app; ``remove`` is a private folder of ours deleted when it ends."""
+    try:
+        app.run(mouse=mouse)
+    finally:
+        if remove is not None:
+            import shutil
+
+            shutil.rmtree(remove, ignore_errors=True)
     code = app.return_code
     return code if isinstance(code, int) else 0
 
