@@ -72,9 +72,10 @@ StagedRecord = SessionStateRecord | TrustedTail
 
 
 def this_host() -> str:
-    """The host a capture records: ``$SESSIONSCOPE_HOST`` when set, else the machine's host name."""
+    """The host a capture records: ``$SESSIONSCOPE_HOST`` when set, else the machine's host name. Bytes that are
+    not UTF-8 (an environment variable may hold any) become U+FFFD, so every engine can store the name."""
     name = os.environ.get(HOST_ENV, "").strip() or socket.gethostname()
-    return name[:255]
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")[:255]
 
 
 def _next_token(conn: StoreConn) -> int:

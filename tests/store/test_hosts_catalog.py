@@ -152,3 +152,13 @@ def test_hosts_in_the_checkpoint_pages_and_the_filter(sd: SessionDir, tmp_path: 
     end = checkpoint_page(sd, last=True, limit=4)
     assert [r.agent_session_id for r in end.rows] == sorted(hosts)[-4:] and end.more
     assert {r.agent_session_id: r.host for r in list_agent_sessions(sd, AGENT)} == hosts
+
+
+def test_a_host_name_that_is_not_utf8_is_stored_readably(monkeypatch: pytest.MonkeyPatch) -> None:
+    from store.agents.checkpoint_write import HOST_ENV, this_host
+
+    monkeypatch.setenv(HOST_ENV, "bad\udcff-host")   # what os.environ gives for the bytes b"bad\xff-host"
+    assert this_host() == "bad\ufffd-host"
+    this_host().encode("utf-8")                       # any engine can store it
+    monkeypatch.setenv(HOST_ENV, "  ")
+    assert this_host() == this_host().strip() != ""   # blank: the machine's host name
