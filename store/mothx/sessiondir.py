@@ -136,7 +136,10 @@ def _open_read_write(location: DatabaseLocation, notices: list[str], create: boo
             schema = _inspect(db, create=create)
         if schema.status == "empty":
             with db.write() as conn:
-                create_v43(conn)
+                # Looked at again under the write lock: another process creating the same new directory at
+                # this moment (two first captures) may have created the tables since the probe.
+                if inspect_schema(conn).status == "empty":
+                    create_v43(conn)
                 schema = inspect_schema(conn)
     except BaseException:
         db.close()

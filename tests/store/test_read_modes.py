@@ -4,6 +4,7 @@ unless a write of ours commits, and never destroys a ``-wal`` / ``-journal`` it 
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import shutil
 import sqlite3
 import stat
@@ -542,3 +543,28 @@ def test_a_read_connection_beside_our_own_rollback_journal_writer_is_not_immutab
             assert aside.access == "mode=ro (live)"
         finally:
             aside.close()
+
+
+def _create_in(root: str, results: multiprocessing.Queue[str]) -> None:
+    from store.mothx.sessiondir import open_session_dir as open_dir
+
+    try:
+        open_dir(Path(root), OpenMode.READ_WRITE, create=True).close()
+        results.put("ok")
+    except Exception as exc:  # noqa: BLE001 - reported to the parent
+        results.put(repr(exc))
+
+
+def test_processes_creating_one_new_directory_at_once_all_open_it(tmp_path: Path) -> None:
+    """Two first captures on a new machine create the same directory at once: every one opens it."""
+    ctx = multiprocessing.get_context("fork")
+    for n in range(12):
+        root = tmp_path / f"new-{n}"
+        root.mkdir()
+        results: multiprocessing.Queue[str] = ctx.Queue()
+        procs = [ctx.Process(target=_create_in, args=(str(root), results)) for _ in range(4)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert sorted(results.get(timeout=10) for _ in procs) == ["ok"] * 4
