@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from store.mothx.entries import EntryRow
     from store.mothx.sessiondir import SessionDir
     from store.mothx.sessions import SessionSummary
-    from tui.app import SessionscopeApp
 
 PROG = "sessionscope"
 DEFAULT_LIMIT = 20
@@ -362,7 +361,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "demo":
         return _cmd_demo(args)
     if args.command is None:
-        return _open_ui(args)
+        import importlib
+
+        return int(importlib.import_module("tui.cli.launch").open_ui(args))  # by name, as COMMAND_MODULES
     if args.command == "list":
         return _cmd_list(args)
     if args.command == "show":
@@ -435,46 +436,6 @@ def _open(args: argparse.Namespace) -> SessionDir:
 
 # ----------------------------------------------------------------------------------------------------------
 # Commands
-
-
-def _open_ui(args: argparse.Namespace) -> int:
-    from store import config
-    from tui.cli.store_option import apply_store
-
-    settings = config.load()
-    apply_store(args, settings.text("store"))
-    root = _session_dir(args)
-    mode = _mode(args, default=OpenMode(settings.text("open_mode") or OpenMode.READ_WRITE.value))
-    from tui.app import SessionscopeApp
-
-    if root is None:
-        from store.agents.checkpoint_engine import selected_store
-
-        if selected_store() is not None:
-            # A machine that only browses a team store has no session directory: the app opens an empty,
-            # private one (read-only) that carries the open mode, and shows the store's captured sessions.
-            import tempfile
-
-            from store.mothx.sessiondir import open_session_dir
-
-            empty = Path(tempfile.mkdtemp(prefix="sessionscope-store-"))
-            open_session_dir(empty, OpenMode.READ_WRITE, create=True).close()
-            store_mode = OpenMode.READ_ONLY if mode is OpenMode.READ_WRITE else mode
-            return _run_app(SessionscopeApp(empty, store_mode), settings.flag("mouse"), remove=empty)
-    return _run_app(SessionscopeApp(root, mode), settings.flag("mouse"))
-
-
-def _run_app(app: SessionscopeApp, mouse: bool, remove: Path | None = None) -> int:
-    """Run the app; ``remove`` is a private folder of ours deleted when it ends."""
-    try:
-        app.run(mouse=mouse)
-    finally:
-        if remove is not None:
-            import shutil
-
-            shutil.rmtree(remove, ignore_errors=True)
-    code = app.return_code
-    return code if isinstance(code, int) else 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

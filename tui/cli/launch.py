@@ -1,0 +1,58 @@
+"""``sessionscope`` with no command: the terminal UI on the directory the options name.
+
+A machine that only browses a team store (``--store URL``, ``SESSIONSCOPE_STORE`` or ``store`` in config.toml)
+may have no session directory at all: the app then opens an empty, private one, read-only, and shows the
+store's captured sessions; the folder is removed when the app ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from store.mothx.db import OpenMode
+
+if TYPE_CHECKING:
+    from tui.app import SessionscopeApp
+
+
+def open_ui(args: argparse.Namespace) -> int:
+    from store import config
+    from tui.cli import core as cli
+    from tui.cli.store_option import apply_store
+
+    settings = config.load()
+    apply_store(args, settings.text("store"))
+    root = cli._session_dir(args)
+    mode = cli._mode(args, default=OpenMode(settings.text("open_mode") or OpenMode.READ_WRITE.value))
+    from tui.app import SessionscopeApp
+
+    if root is None:
+        from store.agents.checkpoint_engine import selected_store
+
+        if selected_store() is not None:
+            # A machine that only browses a team store has no session directory: the app opens an empty,
+            # private one (read-only) that carries the open mode, and shows the store's captured sessions.
+            import tempfile
+
+            from store.mothx.sessiondir import open_session_dir
+
+            empty = Path(tempfile.mkdtemp(prefix="sessionscope-store-"))
+            open_session_dir(empty, OpenMode.READ_WRITE, create=True).close()
+            store_mode = OpenMode.READ_ONLY if mode is OpenMode.READ_WRITE else mode
+            return _run_app(SessionscopeApp(empty, store_mode), settings.flag("mouse"), remove=empty)
+    return _run_app(SessionscopeApp(root, mode), settings.flag("mouse"))
+
+
+def _run_app(app: SessionscopeApp, mouse: bool, remove: Path | None = None) -> int:
+    """Run the app; ``remove`` is a private folder of ours deleted when it ends."""
+    try:
+        app.run(mouse=mouse)
+    finally:
+        if remove is not None:
+            import shutil
+
+            shutil.rmtree(remove, ignore_errors=True)
+    code = app.return_code
+    return code if isinstance(code, int) else 0
