@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from store.errors import SessionNotFound
 from store.mothx.cells import as_text
 from store.mothx.entry_model import row_from_cells
-from store.mothx.fork import latest_title
 from store.mothx.fork_boundaries import (
     SourceFacts,
     Verdict,
@@ -21,6 +20,7 @@ from store.mothx.fork_boundaries import (
     read_source_facts,
     refusal_of,
 )
+from store.mothx.session_titles import latest_title
 from store.mothx.sessiondir import SessionDir
 from store.safetext import one_line
 
