@@ -50,7 +50,7 @@ from tui.formatting import describe_error, plural, tildify
 from tui.lifecycle import ReportsWorkerFailures
 from tui.messages import ExportFinished
 from tui.safe import notify
-from tui.screens.transcript import copy_item
+from tui.screens.transcript_base import copy_item
 from tui.widgets.export_dialog import (
     ExportDialog,
     ExportRequest,
