@@ -134,24 +134,20 @@ class TranscriptScreenBase(ReportsWorkerFailures, Screen[None]):
         self.query_one("#raw-view").display = False
         self.query_one("#raw-columns").display = False
 
-    @property
-    def blocks_view(self) -> WindowedView:
-        return self.query_one("#transcript-view", WindowedView)
-
-    @property
-    def lines_view(self) -> WindowedView:
-        return self.query_one("#raw-view", WindowedView)
+    def view_of(self, raw: bool) -> WindowedView:
+        """The raw view, or the block view."""
+        return self.query_one("#raw-view" if raw else "#transcript-view", WindowedView)
 
     @property
     def active_view(self) -> WindowedView:
-        return self.lines_view if self.raw_mode else self.blocks_view
+        return self.view_of(self.raw_mode)
 
     def show_failure(self, text: str) -> None:
         """The transcript cannot be shown: the title, both views and a notification say why."""
         self.error = text
         self.query_one("#transcript-title", Static).update(Text(f"✗ {one_line(text)}", style=Style(bold=True, color="red")))
-        self.blocks_view.show_text(f"✗ {text}")
-        self.lines_view.show_text(f"✗ {text}")
+        self.view_of(False).show_text(f"✗ {text}")
+        self.view_of(True).show_text(f"✗ {text}")
         notify(self, text, title="Cannot show the transcript", severity="error")
 
     # --- status -----------------------------------------------------------------------------------------------
@@ -183,8 +179,8 @@ class TranscriptScreenBase(ReportsWorkerFailures, Screen[None]):
 
     def action_toggle_raw(self) -> None:
         self.raw_mode = not self.raw_mode
-        self.blocks_view.display = not self.raw_mode
-        self.lines_view.display = self.raw_mode
+        self.view_of(False).display = not self.raw_mode
+        self.view_of(True).display = self.raw_mode
         columns = self.query_one("#raw-columns", Static)
         columns.display = self.raw_mode
         if self.raw_mode:
