@@ -28,6 +28,7 @@ from importlib import resources
 from pathlib import Path
 
 from store.demo import text as T
+from store.demo.builder import DemoBuilder
 from store.demo.model import (
     DEMO_MARKER,
     DEMO_NOW,
@@ -38,7 +39,6 @@ from store.demo.model import (
     KB_HARBOR,
     LIVE_LEASE_EXPIRES_AT,
     MIN,
-    DemoBuilder,
     DemoEntry,
     at,
     dumps,

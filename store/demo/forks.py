@@ -12,8 +12,8 @@ import random
 import sqlite3
 from pathlib import Path
 
-from store.mothx.fork import ForkOptions, copy_fork
 from store.mothx.fork_boundaries import read_source_facts
+from store.mothx.fork_copy import ForkOptions, copy_fork
 from store.paths import SESSIONS_DB
 
 SOURCE_TITLE = "Upgrade to shapely 2"

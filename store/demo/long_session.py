@@ -6,11 +6,11 @@ big enough to page through. Used by :mod:`store.demo.story`.
 from __future__ import annotations
 
 from store.demo import text as T
+from store.demo.builder import DemoBuilder
 from store.demo.model import (
     DAY,
     HOUR,
     MIN,
-    DemoBuilder,
     DemoSession,
     DemoTurn,
     at,

@@ -1,6 +1,6 @@
 """What happens in the demo session directory: the sessions, their conversations and their troubles.
 
-Every function here appends to a :class:`store.demo.model.DemoBuilder`; nothing touches a database. The
+Every function here appends to a :class:`store.demo.builder.DemoBuilder`; nothing touches a database. The
 order of calls fixes the random stream, so keep it stable (or bump ``DEMO_VERSION``) when editing.
 """
 
@@ -10,6 +10,7 @@ import re
 from typing import cast
 
 from store.demo import text as T
+from store.demo.builder import DemoBuilder
 from store.demo.long_session import long_session as make_long_session
 from store.demo.model import (
     DEMO_NOW_UNIX,
@@ -18,7 +19,6 @@ from store.demo.model import (
     NOW_MS,
     SEC,
     DeliveryOp,
-    DemoBuilder,
     DemoEntry,
     DemoRun,
     DemoSession,

@@ -18,7 +18,7 @@ import json
 import sqlite3
 from dataclasses import dataclass
 
-from store.errors import LeaseBusy, RepairRefused, SessionNotFound
+from store.errors import RepairRefused
 from store.eventstore.intents import (
     APPENDED,
     COMMITTED,
@@ -44,21 +44,12 @@ from store.eventstore.protocol import (
     scan_event_store,
 )
 from store.eventstore.segments import ScanResult
+from store.mothx import repair_kit as kit
 from store.mothx.execution import ExecutionFacts, read_facts_conn
-from store.mothx.lease_guard import LeaseGuard, acquire
-from store.mothx.lease_model import LEASE_TTL_S, LeaseOwner, sqlite_now
+from store.mothx.lease_guard import LeaseGuard
+from store.mothx.lease_model import sqlite_now
 from store.mothx.lease_store import check_fence
-from store.mothx.repair_kit import (
-    PlannedChange,
-    RepairPreview,
-    RepairResult,
-    fingerprint,
-    lease_changes,
-    lease_fact,
-    map_acquire_error,
-    refuse_foreign,
-    step,
-)
+from store.mothx.repair_kit import PlannedChange, RepairPreview, RepairResult, fingerprint, step
 from store.mothx.sessiondir import SessionDir
 from store.safetext import one_line
 
@@ -109,7 +100,7 @@ def _lease_refusal(facts: ExecutionFacts) -> str:
     sid = one_line(facts.session_id)
     if not facts.session_exists:
         return f"session {sid} does not exist."
-    foreign = refuse_foreign(facts.session_id, facts.lease)
+    foreign = kit.refuse_foreign(facts.session_id, facts.lease)
     if foreign:
         return foreign
     if len(facts.active_runs) > 1:
@@ -117,33 +108,17 @@ def _lease_refusal(facts: ExecutionFacts) -> str:
     return ""
 
 
-def _acquire(sd: SessionDir, facts: ExecutionFacts, owner: LeaseOwner | None, ttl: int, what: str) -> LeaseGuard:
-    epoch = facts.lease.epoch if facts.lease is not None else None
-    run = facts.active_run
-    try:
-        if run is not None:
-            return acquire(sd, facts.session_id, "recovery", expected_run_id=run.id, expected_epoch=epoch, ttl=ttl,
-                           owner=owner)
-        return acquire(sd, facts.session_id, "mutation", expected_epoch=epoch, ttl=ttl, owner=owner)
-    except (LeaseBusy, SessionNotFound) as exc:
-        raise map_acquire_error(exc, what) from exc
-
-
 def _purpose(facts: ExecutionFacts) -> str:
     return "recovery" if facts.active_run is not None else "mutation"
 
 
-class _EventRepair:
-    id = ""
-    title = ""
-
-    def __init__(self, sd: SessionDir, session_id: str, *, owner: LeaseOwner | None = None,
-                 ttl: int = LEASE_TTL_S) -> None:
-        self.sd = sd
-        self.session_id = session_id
-        self.owner = owner
-        self.ttl = ttl
-        self._last: RepairPreview | None = None
+class _EventRepair(kit.SessionRepair):
+    def _acquire(self, facts: ExecutionFacts) -> LeaseGuard:
+        """A ``recovery`` lease for the one active run, else a ``mutation`` lease; fenced on the epoch read."""
+        run = facts.active_run
+        return self.acquire_lease(facts.session_id, _purpose(facts), self.target,
+                                  expected_epoch=facts.lease.epoch if facts.lease is not None else None,
+                                  expected_run_id=run.id if run is not None else "")
 
     @property
     def target(self) -> str:
@@ -155,7 +130,7 @@ class _EventRepair:
 
     def _fp(self, facts: ExecutionFacts, inspection: EventStoreInspection) -> tuple[str, str]:
         content = fingerprint(self._content(inspection))
-        control = [lease_fact(facts.lease), [r.id for r in facts.active_runs], facts.session_exists]
+        control = [kit.lease_fact(facts.lease), [r.id for r in facts.active_runs], facts.session_exists]
         return fingerprint(content, control), content
 
     def _plan(self, inspection: EventStoreInspection) -> tuple[list[PlannedChange], list[str], str]:
@@ -167,8 +142,8 @@ class _EventRepair:
         changes, notes, plan_refusal = self._plan(inspection)
         refusal = refusal or plan_refusal
         if not refusal:
-            changes = lease_changes(self.session_id, facts.lease, _purpose(facts))[:1] + changes + \
-                lease_changes(self.session_id, facts.lease, _purpose(facts))[1:]
+            changes = kit.lease_changes(self.session_id, facts.lease, _purpose(facts))[:1] + changes + \
+                kit.lease_changes(self.session_id, facts.lease, _purpose(facts))[1:]
         fp, content = self._fp(facts, inspection)
         preview = RepairPreview(self.id, self.title, self.session_id, self.target, tuple(changes), tuple(notes),
                                 refusal, fp, content)
@@ -176,14 +151,10 @@ class _EventRepair:
         return preview
 
     def _check(self, expected: RepairPreview | None) -> tuple[RepairPreview, ExecutionFacts]:
-        self.sd.require_writable()
-        expected = expected or self._last or self.preview()
+        expected = self.expected_preview(expected)
         facts, inspection = _facts(self.sd, self.session_id)
-        refusal = _lease_refusal(facts) or self._plan(inspection)[2]
-        if refusal:
-            raise RepairRefused(f"Refused: {refusal}")
-        if expected.refusal or self._fp(facts, inspection)[0] != expected.fingerprint:
-            raise RepairRefused(f"Refused: the {self.target} changed since the preview; preview it again.")
+        kit.refuse_if_moved(_lease_refusal(facts) or self._plan(inspection)[2], expected,
+                            self._fp(facts, inspection)[0], f"the {self.target}")
         return expected, facts
 
     def _recheck(self, expected: RepairPreview) -> EventStoreInspection:
@@ -232,7 +203,7 @@ class ReconcileEventIntents(_EventRepair):
     def apply(self, expected: RepairPreview | None = None) -> RepairResult:
         expected, facts = self._check(expected)
         step("reconcile.acquire")
-        guard = _acquire(self.sd, facts, self.owner, self.ttl, self.target)
+        guard = self._acquire(facts)
         try:
             inspection = self._recheck(expected)
             if inspection.scan.status == "torn":
@@ -290,7 +261,7 @@ class RebuildEventProjection(_EventRepair):
     def apply(self, expected: RepairPreview | None = None) -> RepairResult:
         expected, facts = self._check(expected)
         step("rebuild.acquire")
-        guard = _acquire(self.sd, facts, self.owner, self.ttl, self.target)
+        guard = self._acquire(facts)
         try:
             inspection = self._recheck(expected)
             step("rebuild.write")

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from store.mothx.cells import as_int, as_text, bind, decode
-from store.mothx.db import Database, describe_sqlite_error
+from store.mothx.db import Database
+from store.mothx.db_errors import describe_sqlite_error
 from store.mothx.jsonvalue import is_json_str, json_str, parse_object
 from store.mothx.schema import RUN_ACTIVE_STATUSES
 

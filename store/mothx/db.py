@@ -31,8 +31,6 @@ import enum
 import os
 import shutil
 import sqlite3
-import stat
-import struct
 import tempfile
 import threading
 import time
@@ -43,16 +41,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from store.errors import DatabaseCorrupt, ReadOnlyStore, StoreError
+from store.errors import ReadOnlyStore, StoreError
 from store.mothx.cells import ERRORS, bind, has_surrogates
+from store.mothx.db_errors import describe_sqlite_error, is_busy
+from store.mothx.db_files import (
+    check_companions,
+    check_header,
+    file_key,
+    hold,
+    hold_rollback,
+    in_use,
+    is_wal_file,
+    release,
+    release_rollback,
+)
 from store.paths import check_database_file, companions
 
 BUSY_TIMEOUT_MS = 10_000
 WRITE_RETRY_BUDGET_S = 10.0
-SQLITE_HEADER = b"SQLite format 3\x00"
-WAL_MAGICS = (0x377F0682, 0x377F0683)
-WAL_VERSION = 3007000
-JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
 
 
 def decode_text(data: bytes) -> str:
@@ -81,238 +87,6 @@ def _uri(path: Path, **params: str) -> str:
     return f"file:{quoted}?{query}"
 
 
-# Files this process holds open through SQLite, by (device, inode). Closing ANY file descriptor of a file drops
-# every POSIX lock the process holds on it, so reading a header with Python's open() while a connection of ours
-# is open would silently release that connection's locks: another process then thinks it is the last user of a
-# WAL database, checkpoints and deletes the -wal / -shm files, and our connection never sees a later commit
-# (and would write into an unlinked WAL). Such files are never opened from Python: their header was checked
-# when the first connection opened them.
-_IN_USE: dict[tuple[int, int], int] = {}
-_IN_USE_LOCK = threading.Lock()
-# Of those, the files a read-write Database of ours keeps in a rollback-journal mode (WAL not yet set), with how
-# many such Databases: their header cannot be read again either, and a read connection beside them must not be
-# ``immutable`` (our own writes change the file).
-_ROLLBACK: dict[tuple[int, int], int] = {}
-
-
-def _file_key(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino)
-
-
-def in_use(path: Path) -> bool:
-    """True when this process holds ``path`` open through a :class:`Database`."""
-    key = _file_key(path)
-    with _IN_USE_LOCK:
-        return key is not None and _IN_USE.get(key, 0) > 0
-
-
-def _hold(key: tuple[int, int] | None) -> None:
-    if key is not None:
-        with _IN_USE_LOCK:
-            _IN_USE[key] = _IN_USE.get(key, 0) + 1
-
-
-def _release(key: tuple[int, int] | None, table: dict[tuple[int, int], int] = _IN_USE) -> None:
-    if key is None:
-        return
-    with _IN_USE_LOCK:
-        left = table.get(key, 0) - 1
-        if left > 0:
-            table[key] = left
-        else:
-            table.pop(key, None)
-
-
-def _hold_rollback(key: tuple[int, int] | None) -> None:
-    if key is not None:
-        with _IN_USE_LOCK:
-            _ROLLBACK[key] = _ROLLBACK.get(key, 0) + 1
-
-
-def _read_head(path: Path, size: int = 100) -> bytes:
-    """The first ``size`` bytes of the regular file ``path`` (opened non-blocking: never waits on a FIFO)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except PermissionError as exc:
-        raise StoreError(f"{path} cannot be read: permission denied.") from exc
-    except OSError as exc:
-        raise StoreError(f"{path} cannot be read: {exc.strerror or exc}.") from exc
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            check_database_file(path)  # names what it is
-            raise StoreError(f"{path} is not a regular file, not a database file.")
-        return os.pread(fd, size, 0)
-    except OSError as exc:
-        raise StoreError(f"{path} cannot be read: {exc.strerror or exc}.") from exc
-    finally:
-        os.close(fd)
-
-
-def _is_wal_file(path: Path) -> bool:
-    """True when the database header says WAL mode (file format bytes 18 and 19 equal 2)."""
-    if in_use(path):
-        key = _file_key(path)  # open here already (see _IN_USE): what our own read-write connection left it in
-        with _IN_USE_LOCK:
-            return key not in _ROLLBACK
-    try:
-        head = _read_head(path, 20)
-    except StoreError:
-        return False
-    return _header_is_wal(head)
-
-
-def _header_is_wal(head: bytes) -> bool:
-    return len(head) >= 20 and head[18] == 2 and head[19] == 2
-
-
-def _page_size(head: bytes) -> int | None:
-    """The page size a database header records (None for an empty or too short file)."""
-    if len(head) < 18:
-        return None
-    value = int.from_bytes(head[16:18], "big")
-    return 65536 if value == 1 else value
-
-
-def _check_header(path: Path) -> bytes:
-    """The first 100 bytes of ``path`` (b"" when it is open here already); :class:`DatabaseCorrupt` if they are
-    not a SQLite header."""
-    if in_use(path):
-        return b""  # checked when it was first opened; reading it again would drop our own locks (see _IN_USE)
-    head = _read_head(path)
-    if head and head[:16] != SQLITE_HEADER:
-        raise DatabaseCorrupt(f"{path} is not a SQLite database (its header is wrong).")
-    return head
-
-
-def _wal_checksum(data: bytes, big_endian: bool) -> tuple[int, int]:
-    words = struct.unpack(f"{'>' if big_endian else '<'}{len(data) // 4}I", data)
-    s1 = s2 = 0
-    for i in range(0, len(words), 2):
-        s1 = (s1 + words[i] + s2) & 0xFFFFFFFF
-        s2 = (s2 + words[i + 1] + s1) & 0xFFFFFFFF
-    return s1, s2
-
-
-def _valid_page_size(value: int) -> bool:
-    return 512 <= value <= 65536 and value & (value - 1) == 0
-
-
-def wal_problem(head: bytes, page_size: int | None) -> str:
-    """Why the ``-wal`` file starting with ``head`` is not a WAL file of a database of ``page_size``, or "".
-
-    An empty file is a valid, empty WAL.
-    """
-    if not head:
-        return ""
-    if len(head) < 32:
-        return "it is too short to be a WAL file"
-    magic, version, size = struct.unpack(">III", head[:12])
-    if magic not in WAL_MAGICS or version != WAL_VERSION:
-        return "it is not a SQLite WAL file"
-    if _wal_checksum(head[:24], bool(magic & 1)) != struct.unpack(">II", head[24:32]):
-        return "its WAL header checksum is wrong"
-    if not _valid_page_size(size) or (page_size is not None and size != page_size):
-        return f"its page size ({size}) does not match the database's ({page_size})"
-    return ""
-
-
-def journal_problem(head: bytes, page_size: int | None) -> str:
-    """Why the ``-journal`` file starting with ``head`` is not a hot rollback journal of the database, or "".
-
-    SQLite plays a hot journal back into the database (that is its crash recovery), but overwrites and deletes
-    any other file of that name the first time it writes.
-    """
-    if len(head) < 28 or head[:8] != JOURNAL_MAGIC:
-        return "it is not a hot rollback journal" if head.strip(b"\x00") else "it is an empty rollback journal"
-    size = struct.unpack(">I", head[24:28])[0]
-    if not _valid_page_size(size) or (page_size is not None and size != page_size):
-        return f"its page size ({size}) does not match the database's ({page_size})"
-    return ""
-
-
-def check_companions(path: Path, head: bytes | None = None) -> None:
-    """Refuse (:class:`StoreError`) a read-write open beside a ``-wal`` or ``-journal`` SQLite would destroy.
-
-    ``head``: the database's first bytes, for its page size (read here when None). Only the companions are
-    read, never changed. The ``-shm`` is SQLite's scratch index, rebuilt from the ``-wal`` whenever needed.
-    """
-    if head is None:
-        head = b"" if in_use(path) else _read_head(path)
-    page_size = _page_size(head) if len(head) >= 100 else None
-    wal, _shm, journal = companions(path)
-    for companion, judge in ((wal, wal_problem), (journal, journal_problem)):
-        try:
-            if not companion.exists():
-                continue
-            check_database_file(companion)
-            problem = judge(_read_head(companion, 32), page_size)
-        except StoreError as exc:
-            problem = str(exc).rstrip(".")
-        if problem:
-            raise StoreError(
-                f"{companion} lies beside the database but {problem}: SQLite would overwrite or delete it on a "
-                "read-write open. Move it aside, or open with --read-only or --snapshot."
-            )
-
-
-def _errorname(exc: sqlite3.Error) -> str:
-    return str(getattr(exc, "sqlite_errorname", "") or "")
-
-
-def _is(name: str, *codes: str) -> bool:
-    """True when ``name`` (e.g. ``SQLITE_BUSY_SNAPSHOT``) is one of the primary result ``codes`` or extends one."""
-    return any(name == code or name.startswith(code + "_") for code in codes)
-
-
-def is_busy(exc: sqlite3.Error) -> bool:
-    """SQLITE_BUSY / SQLITE_LOCKED (by the error's name; by its message where SQLite gave no name)."""
-    name = _errorname(exc)
-    if name:
-        return _is(name, "SQLITE_BUSY", "SQLITE_LOCKED")
-    low = str(exc).lower()
-    return "locked" in low or "busy" in low
-
-
-def describe_sqlite_error(path: Path, exc: sqlite3.Error) -> StoreError:
-    """One sentence for a SQLite failure, as the matching named store error.
-
-    Classified by the result code's name (``exc.sqlite_errorname``); by the message only where there is none
-    (errors of the sqlite3 module itself, e.g. a closed connection).
-    """
-    text = str(exc)
-    name = _errorname(exc)
-    if name:
-        if _is(name, "SQLITE_CORRUPT", "SQLITE_NOTADB"):
-            return DatabaseCorrupt(f"{path} is damaged: SQLite says '{text}'.")
-        if _is(name, "SQLITE_READONLY"):
-            return ReadOnlyStore(f"{path} cannot be written: SQLite says '{text}'.")
-        if _is(name, "SQLITE_BUSY", "SQLITE_LOCKED"):
-            return StoreError(f"{path} is busy: another process holds its write lock ({text}).")
-        if _is(name, "SQLITE_CANTOPEN"):
-            return StoreError(f"{path} cannot be opened: SQLite says '{text}'.")
-        if _is(name, "SQLITE_PERM", "SQLITE_AUTH"):
-            return StoreError(f"{path} cannot be used: permission denied (SQLite says '{text}').")
-        if _is(name, "SQLITE_FULL"):
-            return StoreError(f"{path} cannot be written: the disk is full (SQLite says '{text}').")
-        if _is(name, "SQLITE_IOERR"):
-            return StoreError(f"{path} cannot be read or written: I/O error (SQLite says '{text}').")
-        return StoreError(f"{path}: SQLite error '{text}'.")
-    low = text.lower()
-    if "not a database" in low or "malformed" in low or "corrupt" in low:
-        return DatabaseCorrupt(f"{path} is damaged: SQLite says '{text}'.")
-    if "readonly" in low or "read-only" in low:
-        return ReadOnlyStore(f"{path} cannot be written: SQLite says '{text}'.")
-    if "locked" in low or "busy" in low:
-        return StoreError(f"{path} is busy: another process holds its write lock ({text}).")
-    if "unable to open" in low:
-        return StoreError(f"{path} cannot be opened: SQLite says '{text}'.")
-    return StoreError(f"{path}: SQLite error '{text}'.")
-
-
 @dataclass
 class Database:
     """One connection to one SQLite file, shared by the threads of this process under a lock."""
@@ -324,7 +98,7 @@ class Database:
     private_copy: Path | None = None
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     _closed: bool = False
-    _file_key: tuple[int, int] | None = field(default=None, repr=False)  # held in _IN_USE while open
+    _file_key: tuple[int, int] | None = field(default=None, repr=False)  # held in store.mothx.db_files while open
     # read-write on a rollback-journal database: WAL is set right after the first write that commits.
     _wal_pending: bool = field(default=False, repr=False)
 
@@ -348,16 +122,9 @@ class Database:
                 self.conn.execute("BEGIN")
             except sqlite3.Error as exc:
                 raise describe_sqlite_error(self.path, exc) from exc
-            try:
-                yield self.conn
-            except sqlite3.Error as exc:
-                self._rollback()
-                raise describe_sqlite_error(self.path, exc) from exc
-            except BaseException:
-                self._rollback()
-                raise
-            else:
-                self._rollback()
+            with self._rolled_back_on_error() as conn:
+                yield conn
+            self._rollback()
 
     @contextmanager
     def write(self, *, budget: float | None = None) -> Iterator[sqlite3.Connection]:
@@ -372,22 +139,27 @@ class Database:
         with self._lock:
             self._ensure_open()
             self._begin_immediate(WRITE_RETRY_BUDGET_S if budget is None else budget)
+            with self._rolled_back_on_error() as conn:
+                yield conn
             try:
-                yield self.conn
+                self.conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 self._rollback()
                 raise describe_sqlite_error(self.path, exc) from exc
-            except BaseException:
-                self._rollback()
-                raise
-            else:
-                try:
-                    self.conn.execute("COMMIT")
-                except sqlite3.Error as exc:
-                    self._rollback()
-                    raise describe_sqlite_error(self.path, exc) from exc
-                if self._wal_pending:
-                    self._enable_wal()
+            if self._wal_pending:
+                self._enable_wal()
+
+    @contextmanager
+    def _rolled_back_on_error(self) -> Iterator[sqlite3.Connection]:
+        """The open transaction, rolled back when the block fails (a SQLite failure as a named store error)."""
+        try:
+            yield self.conn
+        except sqlite3.Error as exc:
+            self._rollback()
+            raise describe_sqlite_error(self.path, exc) from exc
+        except BaseException:
+            self._rollback()
+            raise
 
     def quick_check(self) -> str:
         """``PRAGMA quick_check``: ``'ok'`` or the first problems SQLite reports, joined."""
@@ -407,9 +179,9 @@ class Database:
                 pass
             finally:
                 self.conn.close()
-                _release(self._file_key)
+                release(self._file_key)
                 if self._wal_pending:
-                    _release(self._file_key, _ROLLBACK)
+                    release_rollback(self._file_key)
                 if self.private_copy is not None:
                     shutil.rmtree(self.private_copy, ignore_errors=True)
 
@@ -448,7 +220,7 @@ class Database:
             return
         self._wal_pending = False
         self.access = "wal"
-        _release(self._file_key, _ROLLBACK)
+        release_rollback(self._file_key)
 
     def _rollback(self) -> None:
         try:
@@ -534,7 +306,7 @@ def open_database(path: Path, mode: OpenMode, *, create: bool = False, foreign_k
     exists = check_database_file(path)
     if not exists and (mode.is_read or not create):
         raise StoreError(f"There is no database at {path}.")
-    head = _check_header(path) if exists else b""  # b"" also where this process holds it open already
+    head = check_header(path) if exists else b""  # b"" also where this process holds it open already
     # A database this open creates (or an empty file it was asked to make one): WAL from the first page.
     new_file = create and (not exists or (not in_use(path) and path.stat().st_size == 0))
     if exists and mode is OpenMode.READ_WRITE:
@@ -563,10 +335,10 @@ def open_database(path: Path, mode: OpenMode, *, create: bool = False, foreign_k
             raise
     except sqlite3.Error as exc:
         raise describe_sqlite_error(path, exc) from exc
-    key = _file_key(path) if private is None else None
-    _hold(key)
+    key = file_key(path) if private is None else None
+    hold(key)
     if wal_pending:
-        _hold_rollback(key)
+        hold_rollback(key)
     return Database(path=path, mode=mode, conn=conn, access=access, private_copy=private, _file_key=key,
                     _wal_pending=wal_pending)
 
@@ -590,7 +362,7 @@ def _open_read(path: Path, mode: OpenMode) -> tuple[sqlite3.Connection, str, Pat
         return _open_private_copy(path)
     # No -wal, no -journal: nothing uncommitted exists. A -shm alone is stale (a live WAL connection keeps a
     # -wal), and ignored: empty or garbage, mode=ro would read it and create a -wal beside it.
-    if _is_wal_file(path):
+    if is_wal_file(path):
         # A quiet WAL database: mode=ro would create -wal and -shm files.
         return _connect(_uri(path, immutable="1"), uri=True), "immutable", None
     return _connect(_uri(path, mode="ro"), uri=True), "mode=ro", None

@@ -18,6 +18,7 @@ from store.mothx.lease_model import (
     LeaseSnapshot,
 )
 from store.mothx.lease_store import (
+    AcquireFence,
     acquire_lease,
     bind_run,
     check_fence,
@@ -29,6 +30,8 @@ from store.mothx.lease_store import (
 from store.safetext import one_line
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from store.mothx.sessiondir import SessionDir
 
 
@@ -145,25 +148,13 @@ class LeaseGuard:
         self.release()
 
 
-def acquire(
-    sd: SessionDir,
-    session_id: str,
-    purpose: str,
-    *,
-    expected_run_id: str = "",
-    expected_epoch: int | None = None,
-    ttl: int = LEASE_TTL_S,
-    owner: LeaseOwner | None = None,
-    now: int | None = None,
-    heartbeat: bool = False,
-    heartbeat_interval: float = HEARTBEAT_INTERVAL_S,
-) -> LeaseGuard:
-    """:func:`acquire_lease` wrapped in a :class:`LeaseGuard`; ``heartbeat`` starts the renewal thread."""
+def acquire(sd: SessionDir, session_id: str, purpose: str, *, owner: LeaseOwner | None = None,
+            heartbeat: bool = False, heartbeat_interval: float = HEARTBEAT_INTERVAL_S,
+            **fence: Unpack[AcquireFence]) -> LeaseGuard:
+    """:func:`acquire_lease` (``fence``: its ``expected_run_id``, ``expected_epoch``, ``ttl``, ``now``) wrapped in a
+    :class:`LeaseGuard`; ``heartbeat`` starts the renewal thread."""
     who = owner or LeaseOwner.current()
-    lease = acquire_lease(
-        sd, session_id, purpose, expected_run_id=expected_run_id, expected_epoch=expected_epoch, ttl=ttl,
-        owner=who, now=now,
-    )
+    lease = acquire_lease(sd, session_id, purpose, owner=who, **fence)
     guard = LeaseGuard(sd=sd, lease=lease, owner=who)
     if heartbeat:
         start_heartbeat(sd, who, heartbeat_interval)

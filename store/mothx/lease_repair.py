@@ -3,39 +3,17 @@ leaving a tombstone row (reference 10.5, 10.8). Only for an idle session; a dama
 
 from __future__ import annotations
 
-from store.errors import LeaseBusy, RepairRefused, SessionNotFound
+from store.mothx import repair_kit as kit
 from store.mothx.execution import ExecutionFacts, read_facts_conn
-from store.mothx.lease_guard import acquire
-from store.mothx.lease_model import LEASE_TTL_S, LeaseOwner
-from store.mothx.repair_kit import (
-    PlannedChange,
-    RepairPreview,
-    RepairResult,
-    damage_refusal,
-    fingerprint,
-    lease_changes,
-    lease_fact,
-    map_acquire_error,
-    refuse_foreign,
-    step,
-)
-from store.mothx.sessiondir import SessionDir
+from store.mothx.repair_kit import PlannedChange, RepairPreview, RepairResult, fingerprint, step
 from store.safetext import one_line
 
 
-class ReleaseExpiredLease:
+class ReleaseExpiredLease(kit.SessionRepair):
     """Take over a session's expired lease (a ``mutation`` lease, fenced on the previewed epoch) and release it."""
 
     id = "release-lease"
     title = "Release an expired lease"
-
-    def __init__(self, sd: SessionDir, session_id: str, *, owner: LeaseOwner | None = None,
-                 ttl: int = LEASE_TTL_S) -> None:
-        self.sd = sd
-        self.session_id = session_id
-        self.owner = owner
-        self.ttl = ttl
-        self._last: RepairPreview | None = None
 
     def _read(self) -> ExecutionFacts:
         with self.sd.db.read() as conn:
@@ -48,7 +26,7 @@ class ReleaseExpiredLease:
             return f"session {sid} does not exist."
         if lease is None:
             return f"session {sid} has no lease row."
-        foreign = refuse_foreign(self.session_id, lease)
+        foreign = kit.refuse_foreign(self.session_id, lease)
         if foreign:
             return foreign
         if lease.state != "active":
@@ -58,12 +36,12 @@ class ReleaseExpiredLease:
             rid = one_line(run.id)
             return (f"session {sid} has an active run {rid} ({one_line(run.status)}); recover the run instead "
                     f"(recover-run {rid}).")
-        return damage_refusal(f"session {sid}", facts.problems)
+        return kit.damage_refusal(f"session {sid}", facts.problems)
 
     @staticmethod
     def _facts(facts: ExecutionFacts) -> object:
         lease = facts.lease
-        return [lease_fact(lease), lease.expires_at if lease else None, [r.id for r in facts.active_runs],
+        return [kit.lease_fact(lease), lease.expires_at if lease else None, [r.id for r in facts.active_runs],
                 facts.session_exists]
 
     def preview(self) -> RepairPreview:
@@ -73,7 +51,7 @@ class ReleaseExpiredLease:
         notes: tuple[str, ...] = ()
         if not refusal:
             assert facts.lease is not None
-            changes = tuple(lease_changes(self.session_id, facts.lease, "mutation"))
+            changes = tuple(kit.lease_changes(self.session_id, facts.lease, "mutation"))
             notes = (f"the lease was {facts.lease.describe()}.",)
         fp = fingerprint(self._facts(facts))
         preview = RepairPreview(self.id, self.title, self.session_id, f"lease of session {one_line(self.session_id)}",
@@ -82,25 +60,16 @@ class ReleaseExpiredLease:
         return preview
 
     def apply(self, expected: RepairPreview | None = None) -> RepairResult:
-        self.sd.require_writable()
-        expected = expected or self._last or self.preview()
+        expected = self.expected_preview(expected)
         step("release.check")
         facts = self._read()
-        refusal = self._refusal(facts)
-        if refusal:
-            raise RepairRefused(f"Refused: {refusal}")
-        if expected.refusal or fingerprint(self._facts(facts)) != expected.fingerprint:
-            raise RepairRefused(
-                f"Refused: the lease of session {one_line(self.session_id)} changed since the preview; preview it again.")
+        what = f"the lease of session {one_line(self.session_id)}"
+        kit.refuse_if_moved(self._refusal(facts), expected, fingerprint(self._facts(facts)), what)
         assert facts.lease is not None
         old = facts.lease
         step("release.acquire")
-        try:
-            # The takeover is the fenced re-read: CAS on the previewed epoch inside its write transaction.
-            guard = acquire(self.sd, self.session_id, "mutation", expected_epoch=old.epoch, ttl=self.ttl,
-                            owner=self.owner)
-        except (LeaseBusy, SessionNotFound) as exc:
-            raise map_acquire_error(exc, f"the lease of session {one_line(self.session_id)}") from exc
+        # The takeover is the fenced re-read: CAS on the previewed epoch inside its write transaction.
+        guard = self.acquire_lease(self.session_id, "mutation", what, expected_epoch=old.epoch)
         step("release.release")
         guard.release()
         changes = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from store.errors import LeaseBusy, LeaseLost, SessionNotFound, StoreError
 from store.mothx.lease_model import (
@@ -118,6 +118,15 @@ def _check_mode(conn: sqlite3.Connection, session_id: str, purpose: str, expecte
                 f"Session {one_line(session_id)}'s active run ({one_line(', '.join(active))}) does not match the expected run "
                 f"{one_line(expected_run_id) or '(none)'}."
             )
+
+
+class AcquireFence(TypedDict, total=False):
+    """The keyword arguments of :func:`acquire_lease` a caller passes on unchanged (defaults there)."""
+
+    expected_run_id: str
+    expected_epoch: int | None
+    ttl: int
+    now: int | None
 
 
 def acquire_lease(

@@ -34,23 +34,13 @@ import json
 import sqlite3
 from dataclasses import dataclass
 
-from store.errors import LeaseBusy, LeaseLost, RepairRefused, SessionNotFound, StoreError
+from store.errors import LeaseLost, RepairRefused, StoreError
+from store.mothx import repair_kit as kit
 from store.mothx.execution import ExecutionFacts, read_facts_conn, remote_retainable
-from store.mothx.lease_guard import LeaseGuard, acquire
+from store.mothx.lease_guard import LeaseGuard
 from store.mothx.lease_model import LEASE_TTL_S, LeaseOwner, publish_state_changed, sqlite_now
 from store.mothx.lease_store import check_fence
-from store.mothx.repair_kit import (
-    PlannedChange,
-    RepairPreview,
-    RepairResult,
-    damage_refusal,
-    fingerprint,
-    lease_changes,
-    lease_fact,
-    map_acquire_error,
-    refuse_foreign,
-    step,
-)
+from store.mothx.repair_kit import PlannedChange, RepairPreview, RepairResult, fingerprint, step
 from store.mothx.run_events import (
     NewRunEvent,
     decision_events_conn,
@@ -123,7 +113,7 @@ class _RunFacts:
         facts = self.facts
         rec = facts.recovery if facts else None
         return {
-            "lease": lease_fact(facts.lease if facts else None),
+            "lease": kit.lease_fact(facts.lease if facts else None),
             "recovery": [rec.state, rec.attempt, rec.updated_at] if rec else None,
         }
 
@@ -144,7 +134,7 @@ def _read_run_facts(conn: sqlite3.Connection, run_id: str) -> _RunFacts:
     return _RunFacts(run, facts, pending, turns, leaf_id(conn, run.session_id), tuple(problems))
 
 
-class RecoverRun:
+class RecoverRun(kit.LeasedRepair):
     """Recover an orphaned run exactly as the runtime's recovery does (reference 11.2)."""
 
     id = "recover-run"
@@ -152,14 +142,11 @@ class RecoverRun:
 
     def __init__(self, sd: SessionDir, run_id: str, *, user_stop: bool = False, owner: LeaseOwner | None = None,
                  ttl: int = LEASE_TTL_S) -> None:
-        self.sd = sd
+        super().__init__(sd, owner=owner, ttl=ttl)
         self.run_id = run_id
         self.user_stop = user_stop
-        self.owner = owner
-        self.ttl = ttl
         self.trigger_source = TRIGGER_OPERATOR
         self.reason_code, self.reason_text, self.target_status = REASONS["user_stop" if user_stop else "periodic"]
-        self._last: RepairPreview | None = None
 
     # preview ---------------------------------------------------------------------------------------------------
     def _refusal(self, rf: _RunFacts) -> str:
@@ -167,7 +154,7 @@ class RecoverRun:
         if run is None or facts is None:
             return f"run {one_line(self.run_id)} does not exist."
         rid, sid = one_line(run.id), one_line(run.session_id)
-        damage = damage_refusal(f"run {rid}", rf.problems)
+        damage = kit.damage_refusal(f"run {rid}", rf.problems)
         if damage:
             return damage
         if not run.active:
@@ -178,7 +165,7 @@ class RecoverRun:
         if ids != [run.id]:
             return (f"session {sid} has {len(ids)} active runs ({one_line(', '.join(ids))}); recovery needs "
                     f"exactly run {rid}.")
-        return refuse_foreign(run.session_id, facts.lease)
+        return kit.refuse_foreign(run.session_id, facts.lease)
 
     def _plan(self, rf: _RunFacts) -> tuple[list[PlannedChange], list[str]]:
         run, facts = rf.run, rf.facts
@@ -188,7 +175,7 @@ class RecoverRun:
         rec = facts.recovery
         prev_epoch = lease.epoch if lease is not None else 0
         attempt = (rec.attempt + 1) if rec is not None else 1
-        changes = lease_changes(sid, lease, "recovery")[:1]
+        changes = kit.lease_changes(sid, lease, "recovery")[:1]
         notes: list[str] = []
         changes.append(PlannedChange(
             "row", "session_run_recoveries", run.id, "upsert",
@@ -221,7 +208,7 @@ class RecoverRun:
             changes.append(PlannedChange("row", "session_run_recoveries", one_line(run.id), "update", "state completed"))
             if not rf.turns:
                 notes.append("the run has no open conversation turn.")
-        changes.append(lease_changes(sid, lease, "recovery")[1])
+        changes.append(kit.lease_changes(sid, lease, "recovery")[1])
         if rec is not None and rec.state == "failed":
             notes.append(f"attempt {rec.attempt} failed: {one_line(rec.last_error) or 'no error recorded'}.")
         if lease is not None and lease.state == "active" and not lease.valid:
@@ -247,25 +234,18 @@ class RecoverRun:
 
     # apply -----------------------------------------------------------------------------------------------------
     def apply(self, expected: RepairPreview | None = None) -> RepairResult:
-        self.sd.require_writable()
-        expected = expected or self._last or self.preview()
+        expected = self.expected_preview(expected)
         step("recover.check")
         with self.sd.db.read() as conn:
             rf = _read_run_facts(conn, self.run_id)
-        refusal = self._refusal(rf)
-        if refusal:
-            raise RepairRefused(f"Refused: {refusal}")
-        if expected.refusal or fingerprint(fingerprint(rf.content()), rf.control()) != expected.fingerprint:
-            raise RepairRefused(f"Refused: the facts of run {one_line(self.run_id)} changed since the preview; preview it again.")
+        kit.refuse_if_moved(self._refusal(rf), expected, fingerprint(fingerprint(rf.content()), rf.control()),
+                            f"the facts of run {one_line(self.run_id)}")
         assert rf.run is not None and rf.facts is not None
         run, sid = rf.run, rf.run.session_id
         prev_epoch = rf.facts.lease.epoch if rf.facts.lease is not None else 0
         step("recover.acquire")
-        try:
-            guard = acquire(self.sd, sid, "recovery", expected_run_id=run.id, expected_epoch=prev_epoch,
-                            ttl=self.ttl, owner=self.owner)
-        except (LeaseBusy, SessionNotFound) as exc:
-            raise map_acquire_error(exc, f"run {one_line(run.id)}") from exc
+        guard = self.acquire_lease(sid, "recovery", f"run {one_line(run.id)}", expected_epoch=prev_epoch,
+                                   expected_run_id=run.id)
         try:
             return self._recover(guard, run, prev_epoch, expected)
         finally:

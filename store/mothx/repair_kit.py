@@ -1,4 +1,5 @@
-"""What every repair shares: the preview and result data, the fingerprint, the step hook and the lease helpers.
+"""What every repair shares: the preview and result data, the fingerprint, the step hook, the lease helpers and
+:class:`LeasedRepair` (the state, the re-check and the lease acquisition of a repair under its own lease).
 
 A repair never acts on a session whose lease is valid and held by someone else, nor on a damaged row (a cell
 no runtime writes, see :mod:`store.mothx.cells`): ``preview()`` says why in ``refusal`` and ``apply()`` raises
@@ -20,11 +21,15 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from store.errors import RepairRefused, StoreError
-from store.mothx.lease_model import LeaseEpochChanged, LeaseSnapshot
+from store.errors import LeaseBusy, RepairRefused, SessionNotFound, StoreError
+from store.mothx.lease_guard import LeaseGuard, acquire
+from store.mothx.lease_model import LEASE_TTL_S, LeaseEpochChanged, LeaseOwner, LeaseSnapshot
 from store.safetext import one_line
+
+if TYPE_CHECKING:
+    from store.mothx.sessiondir import SessionDir
 
 STEP_ENV = "SESSIONSCOPE_REPAIR_STEPS"
 
@@ -246,3 +251,57 @@ def map_acquire_error(exc: StoreError, what: str) -> RepairRefused:
         return RepairRefused(f"Refused: the facts of {what} changed since the preview ({exc}); preview it again.")
     text = str(exc)
     return RepairRefused(f"Refused: {text[:1].lower()}{text[1:]}")
+
+
+ACQUIRE_REFUSALS: tuple[type[StoreError], ...] = (LeaseBusy, SessionNotFound)
+"""The acquisition failures a repair reports as its refusal (others propagate as they are)."""
+
+
+def refuse_if_moved(refusal: str, expected: RepairPreview, now_fingerprint: str, what: str) -> None:
+    """The check ``apply()`` makes on the facts read again: the refusal they give now, else a preview that was
+    refused or whose fingerprint differs (``what`` changed since the preview)."""
+    if refusal:
+        raise RepairRefused(f"Refused: {refusal}")
+    if expected.refusal or now_fingerprint != expected.fingerprint:
+        raise RepairRefused(f"Refused: {what} changed since the preview; preview it again.")
+
+
+class LeasedRepair:
+    """A repair that works under a lease of its own: the session directory, the lease's owner and TTL, the last
+    preview, and the two steps every ``apply()`` starts with."""
+
+    id = ""
+    title = ""
+
+    def __init__(self, sd: SessionDir, *, owner: LeaseOwner | None = None, ttl: int = LEASE_TTL_S) -> None:
+        self.sd = sd
+        self.owner = owner
+        self.ttl = ttl
+        self._last: RepairPreview | None = None
+
+    def preview(self) -> RepairPreview:
+        raise NotImplementedError
+
+    def expected_preview(self, expected: RepairPreview | None) -> RepairPreview:
+        """Refuse a read mode, then the preview ``apply()`` works from: the one given, else the last, else a new one."""
+        self.sd.require_writable()
+        return expected or self._last or self.preview()
+
+    def acquire_lease(self, session_id: str, purpose: str, what: str, *, expected_epoch: int | None,
+                      expected_run_id: str = "",
+                      refused: tuple[type[StoreError], ...] = ACQUIRE_REFUSALS) -> LeaseGuard:
+        """The repair's lease, fenced on the previewed epoch; a ``refused`` failure as the repair's refusal."""
+        try:
+            return acquire(self.sd, session_id, purpose, expected_run_id=expected_run_id,
+                           expected_epoch=expected_epoch, ttl=self.ttl, owner=self.owner)
+        except refused as exc:
+            raise map_acquire_error(exc, what) from exc
+
+
+class SessionRepair(LeasedRepair):
+    """A :class:`LeasedRepair` of one session."""
+
+    def __init__(self, sd: SessionDir, session_id: str, *, owner: LeaseOwner | None = None,
+                 ttl: int = LEASE_TTL_S) -> None:
+        super().__init__(sd, owner=owner, ttl=ttl)
+        self.session_id = session_id

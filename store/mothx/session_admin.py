@@ -24,21 +24,12 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from store.errors import LeaseBusy, RepairRefused, SessionNotFound, StoreError
+from store.errors import RepairRefused, SessionNotFound, StoreError
+from store.mothx import repair_kit as kit
 from store.mothx.lease_guard import LeaseGroup, acquire_mutations
 from store.mothx.lease_model import LEASE_TTL_S, LeaseOwner, LeaseSnapshot
 from store.mothx.lease_store import active_run_ids, check_fence, read_lease
-from store.mothx.repair_kit import (
-    PlannedChange,
-    RepairPreview,
-    RepairResult,
-    fingerprint,
-    lease_changes,
-    lease_fact,
-    map_acquire_error,
-    refuse_foreign,
-    step,
-)
+from store.mothx.repair_kit import PlannedChange, RepairPreview, RepairResult, fingerprint, step
 from store.mothx.run_model import has_table, new_id
 from store.mothx.sessiondir import SessionDir
 from store.mothx.turns import append_entry, leaf_id
@@ -92,20 +83,14 @@ class _SessionFacts:
         return [self.session_id, self.exists, list(self.active), self.extra]
 
 
-class _SessionRepair:
+class _SessionRepair(kit.LeasedRepair):
     """A change of one or more sessions under ``mutation`` leases."""
-
-    id = ""
-    title = ""
 
     def __init__(self, sd: SessionDir, session_ids: tuple[str, ...] | list[str] | str, *,
                  owner: LeaseOwner | None = None, ttl: int = LEASE_TTL_S) -> None:
-        self.sd = sd
+        super().__init__(sd, owner=owner, ttl=ttl)
         ids = (session_ids,) if isinstance(session_ids, str) else tuple(session_ids)
         self.session_ids = tuple(dict.fromkeys(ids))
-        self.owner = owner
-        self.ttl = ttl
-        self._last: RepairPreview | None = None
 
     # the repair's own parts -----------------------------------------------------------------------------------
     def _extra(self, conn: sqlite3.Connection, sid: str) -> object:
@@ -142,7 +127,7 @@ class _SessionRepair:
             return f"session {sid} does not exist."
         if f.active:
             return f"session {sid} has an active run ({one_line(f.active[0])}); it is left as it is."
-        return refuse_foreign(f.session_id, f.lease) or self._own_refusal(f)
+        return kit.refuse_foreign(f.session_id, f.lease) or self._own_refusal(f)
 
     def _read_all(self, conn: sqlite3.Connection) -> list[_SessionFacts]:
         return [self._facts(conn, sid) for sid in self.session_ids]
@@ -156,13 +141,13 @@ class _SessionRepair:
         changes: list[PlannedChange] = []
         if not refusals:
             for f in all_facts:
-                lease = lease_changes(f.session_id, f.lease, "mutation")
+                lease = kit.lease_changes(f.session_id, f.lease, "mutation")
                 changes += [lease[0], *self._changes(f), lease[1]]
         content = fingerprint([f.content() for f in all_facts])
         preview = RepairPreview(
             repair_id=self.id, title=self.title, session_id=self.session_ids[0], target=self.target,
             changes=tuple(changes), notes=tuple(self._notes(all_facts)), refusal=" ".join(refusals),
-            fingerprint=fingerprint(content, [lease_fact(f.lease) for f in all_facts]), content_fingerprint=content)
+            fingerprint=fingerprint(content, [kit.lease_fact(f.lease) for f in all_facts]), content_fingerprint=content)
         self._last = preview
         return preview
 
@@ -170,21 +155,15 @@ class _SessionRepair:
         return []
 
     def apply(self, expected: RepairPreview | None = None) -> RepairResult:
-        self.sd.require_writable()
-        expected = expected or self._last or self.preview()
+        expected = self.expected_preview(expected)
         step(f"{self.id}.check")
         now = self.preview()
-        if now.refusal:
-            raise RepairRefused(f"Refused: {now.refusal}")
-        if expected.refusal or now.fingerprint != expected.fingerprint:
-            raise RepairRefused(f"Refused: the facts of {self.target} changed since the preview; preview it again.")
+        kit.refuse_if_moved(now.refusal, expected, now.fingerprint, f"the facts of {self.target}")
         step(f"{self.id}.acquire")
         try:
             group: LeaseGroup = acquire_mutations(self.sd, self.session_ids, owner=self.owner, ttl=self.ttl)
-        except (LeaseBusy, SessionNotFound) as exc:
-            raise map_acquire_error(exc, self.target) from exc
-        except StoreError as exc:  # an active run appeared
-            raise map_acquire_error(exc, self.target) from exc
+        except StoreError as exc:  # busy, gone, or an active run appeared
+            raise kit.map_acquire_error(exc, self.target) from exc
         done: list[PlannedChange] = []
         try:
             step(f"{self.id}.begin")
@@ -386,7 +365,7 @@ class RenameSession(_SessionRepair):
         self.new_title = new_title
 
     def _extra(self, conn: sqlite3.Connection, sid: str) -> object:
-        from store.mothx.fork import latest_title
+        from store.mothx.session_titles import latest_title
 
         return [leaf_id(conn, sid), latest_title(conn, sid)]
 

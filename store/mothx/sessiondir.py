@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from store.errors import ReadOnlyStore, StoreError
-from store.mothx.db import Database, OpenMode, check_companions, open_database
+from store.mothx.db import Database, OpenMode, open_database
+from store.mothx.db_files import check_companions
 from store.mothx.schema import SchemaInfo, create_v43, inspect_schema
 from store.paths import DatabaseLocation, resolve_location
 

@@ -47,7 +47,7 @@ from store.mothx.aggregates import (
     reader_uri,
 )
 from store.mothx.cells import as_int, as_text, bind, decode
-from store.mothx.db import describe_sqlite_error
+from store.mothx.db_errors import describe_sqlite_error
 from store.safetext import one_line
 
 try:  # CPython's own SHA-256: importing hashlib first loads OpenSSL (~1 ms on the path to the first window)

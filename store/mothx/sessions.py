@@ -40,7 +40,8 @@ from store.mothx.aggregates import (
     title_from_data,
 )
 from store.mothx.cells import as_int, as_text, bind, has_surrogates
-from store.mothx.db import Database, describe_sqlite_error
+from store.mothx.db import Database
+from store.mothx.db_errors import describe_sqlite_error
 from store.mothx.sessionindex import CACHE_FORMAT, IndexInfo, SessionIndex, cache_path_for
 from store.mothx.sessionrows import SessionSummary, ids_where, summary_from_row
 from store.safetext import one_line

@@ -13,24 +13,13 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from store.errors import LeaseBusy, RepairRefused, SessionNotFound, StoreError
+from store.errors import RepairRefused, StoreError
+from store.mothx import repair_kit as kit
 from store.mothx.cells import Cells, as_text, joined
 from store.mothx.execution import ExecutionFacts, read_facts_conn
-from store.mothx.lease_guard import acquire
 from store.mothx.lease_model import LEASE_TTL_S, LeaseOwner
 from store.mothx.lease_store import check_fence
-from store.mothx.repair_kit import (
-    PlannedChange,
-    RepairPreview,
-    RepairResult,
-    damage_refusal,
-    fingerprint,
-    lease_changes,
-    lease_fact,
-    map_acquire_error,
-    refuse_foreign,
-    step,
-)
+from store.mothx.repair_kit import PlannedChange, RepairPreview, RepairResult, fingerprint, step
 from store.mothx.run_model import ConversationTurn
 from store.mothx.sessiondir import SessionDir
 from store.mothx.turns import turns_conn
@@ -163,22 +152,16 @@ def list_interrupted_tools(sd: SessionDir, session_id: str, turn_id: str | None 
     return InterruptedTools(session_id, scanned, tuple(records), tuple(dangling))
 
 
-class _ToolRecordRepair:
+class _ToolRecordRepair(kit.SessionRepair):
     """Shared preview/apply of the two record repairs: set ``execution_state`` of chosen interrupted records."""
 
-    id = ""
-    title = ""
     new_state = ""
 
     def __init__(self, sd: SessionDir, session_id: str, turn_id: str, call_ids: Sequence[str] | None = None, *,
                  owner: LeaseOwner | None = None, ttl: int = LEASE_TTL_S) -> None:
-        self.sd = sd
-        self.session_id = session_id
+        super().__init__(sd, session_id, owner=owner, ttl=ttl)
         self.turn_id = turn_id
         self.call_ids = tuple(call_ids) if call_ids else ()
-        self.owner = owner
-        self.ttl = ttl
-        self._last: RepairPreview | None = None
 
     def _select(self, records: list[ToolExecution]) -> list[ToolExecution]:
         chosen = [r for r in records if r.execution_state != self.new_state]
@@ -197,14 +180,14 @@ class _ToolRecordRepair:
         sid = one_line(self.session_id)
         if not facts.session_exists:
             return f"session {sid} does not exist."
-        foreign = refuse_foreign(self.session_id, facts.lease)
+        foreign = kit.refuse_foreign(self.session_id, facts.lease)
         if foreign:
             return foreign
         if facts.active_runs:
             run = facts.active_runs[0]
             rid = one_line(run.id)
             return f"session {sid} has an active run {rid} ({one_line(run.status)}); recover it first (recover-run {rid})."
-        damage = damage_refusal(f"turn {one_line(self.turn_id)} of session {sid}",
+        damage = kit.damage_refusal(f"turn {one_line(self.turn_id)} of session {sid}",
                                 [p for r in records for p in r.problems])
         if damage:
             return damage
@@ -216,7 +199,7 @@ class _ToolRecordRepair:
 
     @staticmethod
     def _facts(facts: ExecutionFacts, records: list[ToolExecution]) -> object:
-        return [lease_fact(facts.lease), [r.id for r in facts.active_runs], [[r.id, r.execution_state] for r in records]]
+        return [kit.lease_fact(facts.lease), [r.id for r in facts.active_runs], [[r.id, r.execution_state] for r in records]]
 
     def preview(self) -> RepairPreview:
         facts, records, dangling = self._read()
@@ -224,7 +207,7 @@ class _ToolRecordRepair:
         changes: list[PlannedChange] = []
         notes: list[str] = []
         if not refusal:
-            planned = lease_changes(self.session_id, facts.lease, "mutation")
+            planned = kit.lease_changes(self.session_id, facts.lease, "mutation")
             changes.append(planned[0])
             for r in records:
                 side = "side-effecting" if r.side_effecting else "read-only"
@@ -252,23 +235,15 @@ class _ToolRecordRepair:
         return preview
 
     def apply(self, expected: RepairPreview | None = None) -> RepairResult:
-        self.sd.require_writable()
-        expected = expected or self._last or self.preview()
+        expected = self.expected_preview(expected)
         step("tools.check")
         facts, records, _ = self._read()
-        refusal = self._refusal(facts, records)
-        if refusal:
-            raise RepairRefused(f"Refused: {refusal}")
-        if expected.refusal or fingerprint(self._facts(facts, records)) != expected.fingerprint:
-            raise RepairRefused(f"Refused: the tool records of turn {one_line(self.turn_id)} changed since the "
-                                "preview; preview it again.")
+        kit.refuse_if_moved(self._refusal(facts, records), expected, fingerprint(self._facts(facts, records)),
+                            f"the tool records of turn {one_line(self.turn_id)}")
         old_epoch = facts.lease.epoch if facts.lease is not None else 0
         step("tools.acquire")
-        try:
-            guard = acquire(self.sd, self.session_id, "mutation", expected_epoch=old_epoch, ttl=self.ttl,
-                            owner=self.owner)
-        except (LeaseBusy, SessionNotFound) as exc:
-            raise map_acquire_error(exc, f"turn {one_line(self.turn_id)}") from exc
+        guard = self.acquire_lease(self.session_id, "mutation", f"turn {one_line(self.turn_id)}",
+                                   expected_epoch=old_epoch)
         done: list[PlannedChange] = []
         try:
             step("tools.write")

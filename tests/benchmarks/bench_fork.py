@@ -215,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--paint-runs", type=int, default=7, help="first-paint processes of each kind (0: skip)")
     args = ap.parse_args(argv)
 
-    from store.mothx.fork import ForkOptions, fork_session
+    from store.mothx.fork import fork_session
+    from store.mothx.fork_copy import ForkOptions
     from store.mothx.sessiondir import open_session_dir
 
     folder = Path(tempfile.mkdtemp(prefix="bench-fork-")) / "sessions"

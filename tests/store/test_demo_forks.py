@@ -11,9 +11,11 @@ import pytest
 from store.demo.forks import SOURCE_TITLE
 from store.errors import RepairRefused
 from store.mothx.entries import load_rows, replay, replay_state
-from store.mothx.fork import ForkOptions, ForkSession, latest_title
+from store.mothx.fork import ForkSession
+from store.mothx.fork_copy import ForkOptions
 from store.mothx.fork_family import candidates, family
 from store.mothx.session_admin import CHILD_TABLES, DeleteSessions, delete_statements
+from store.mothx.session_titles import latest_title
 from store.mothx.sessiondir import SessionDir, open_session_dir
 from tests.store.test_recovery import SimProcess
 

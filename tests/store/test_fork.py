@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from store.errors import RepairRefused, SessionNotFound
 from store.mothx.entries import load_rows, replay, replay_state
-from store.mothx.fork import ForkOptions, ForkSession, fork_session, request_key_hash
+from store.mothx.fork import ForkSession, fork_session
 from store.mothx.fork_boundaries import (
     ForkIdempotencyConflict,
     ForkIdempotencyRequired,
@@ -22,6 +22,7 @@ from store.mothx.fork_boundaries import (
     ForkSessionActive,
     ForkUnsupportedEntry,
 )
+from store.mothx.fork_copy import ForkOptions, request_key_hash
 from store.mothx.fork_family import candidates, explain_entry, family
 from store.mothx.lease_guard import acquire
 from store.mothx.lease_model import LeaseOwner

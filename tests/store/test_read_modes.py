@@ -16,15 +16,9 @@ from pathlib import Path
 import pytest
 
 from store.errors import DatabaseCorrupt, ReadOnlyStore, RepairRefused, StoreError
-from store.mothx.db import (
-    Database,
-    OpenMode,
-    describe_sqlite_error,
-    is_busy,
-    journal_problem,
-    open_database,
-    wal_problem,
-)
+from store.mothx.db import Database, OpenMode, open_database
+from store.mothx.db_errors import describe_sqlite_error, is_busy
+from store.mothx.db_files import journal_problem, wal_problem
 from store.mothx.schema import create_v43
 from store.mothx.sessiondir import SessionDir, open_session_dir
 from store.mothx.sessions import list_sessions, release

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from store.errors import RepairRefused
-from store.mothx.fork import ForkOptions, fork_session, latest_title
+from store.mothx.fork import fork_session
+from store.mothx.fork_copy import ForkOptions
 from store.mothx.lease_guard import acquire
 from store.mothx.lease_model import LeaseOwner
 from store.mothx.repair_kit import Repair
@@ -21,6 +22,7 @@ from store.mothx.session_admin import (
     SetProject,
     delete_statements,
 )
+from store.mothx.session_titles import latest_title
 from store.mothx.sessiondir import SessionDir, open_session_dir
 from store.mothx.turns import leaf_id
 from tests.store.fork_support import build

@@ -30,7 +30,8 @@ from store.mothx.db import OpenMode
 from store.mothx.sessiondir import SessionDir, open_session_dir
 from tests.tui.transcript_support import TranscriptHost, settle
 from tui.screens.native_transcript import NativeRef, NativeTranscriptScreen
-from tui.screens.transcript import TranscriptScreen, title_text
+from tui.screens.transcript import TranscriptScreen
+from tui.screens.transcript_facts import title_text
 from tui.widgets.export_dialog import ExportDialog
 from tui.widgets.native_sources import ForkMark, RecordView
 from tui.widgets.transcript_blocks import render_item

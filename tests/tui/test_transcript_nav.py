@@ -108,7 +108,7 @@ async def test_n_from_the_top_lands_on_the_first_kept_turn(demo_master: Path, de
 
 
 def test_position_text_tells_the_truth() -> None:
-    from tui.screens.transcript import position_text
+    from tui.screens.transcript_facts import position_text
 
     assert position_text("entry row", 1, 12, False, estimated=True) == "entry row 1 of 12 (8%)"
     assert position_text("row", 5204, 5204, True) == "row 5,204 of 5,204 (100%)"

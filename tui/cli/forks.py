@@ -105,8 +105,9 @@ def _resolve(sd: SessionDir, ids: list[str]) -> list[str]:
 
 
 def make_fork(sd: SessionDir, args: argparse.Namespace) -> Repair:
-    from store.mothx.fork import ForkOptions, ForkSession
+    from store.mothx.fork import ForkSession
     from store.mothx.fork_boundaries import MAX_REQUEST_ID
+    from store.mothx.fork_copy import ForkOptions
     from store.mothx.run_model import new_id
     from tui.cli.core import UsageError
 

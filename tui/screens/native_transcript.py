@@ -23,13 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from rich.style import Style
 from rich.text import Text
 from textual import on, work
-from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.message import Message
-from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Static
 
@@ -46,22 +43,13 @@ from store.agents.native_open import (
 from store.safetext import one_line
 from store.words import cut
 from tui import actions
-from tui.formatting import describe_error, plural, tildify
-from tui.lifecycle import ReportsWorkerFailures
-from tui.messages import ExportFinished
+from tui.formatting import describe_error
 from tui.safe import notify
-from tui.screens.transcript import copy_item
+from tui.screens.native_title import native_title
+from tui.screens.transcript_base import TranscriptScreenBase, export_text
 from tui.widgets.export_dialog import (
-    ExportDialog,
     ExportRequest,
-    notify_export,
-    redacting,
-    safe_json,
-    safe_markdown,
-    write_export,
 )
-from tui.widgets.header import AppHeader
-from tui.widgets.keybar import KeyBar
 from tui.widgets.native_sources import (
     ForkMark,
     NativeBlockSource,
@@ -74,7 +62,7 @@ from tui.widgets.native_sources import (
     marker_keys,
     session_links,
 )
-from tui.widgets.transcript_view import GUTTER, JumpTarget, NativeBlocksView, NativeRawView, WindowedView
+from tui.widgets.transcript_view import JumpTarget, NativeBlocksView, NativeRawView, WindowedView
 
 if TYPE_CHECKING:
     from store.agents.sessionlog import FollowUpdate, NativeFollower
@@ -122,76 +110,23 @@ def _stat_of(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def native_title(session: NativeSession, t: NativeTranscript | None, link: SubAgentLink | None,
-                 follow: str = "") -> Text:
-    """Two lines: whose transcript this is, and what it holds."""
-    out = Text(no_wrap=True, overflow="ellipsis", end="")
-    if t is None:
-        out.append("(no transcript)", Style(bold=True))
-        return out
-    out.append(one_line(agent_title(session.agent)), Style(bold=True))
-    if link is not None:
-        out.append(f"  ·  sub-agent {one_line(link.agent_id) or '?'}", Style(bold=True))
-        out.append(f" of {one_line(session.session_id) or '?'}", Style(dim=True))
-        where = f"spawned by Task at line {link.task_line:,}" if link.task_call_id else "no Task call names it"
-        out.append(f"  ·  {where}")
-    else:
-        out.append(f"  ·  {one_line(session.session_id or t.path)}", Style(dim=True))
-    if t.cwd:
-        out.append(f"  ·  {one_line(tildify(t.cwd))}")
-    if t.version:
-        out.append(f"  ·  version {one_line(t.version)}", Style(dim=True))
-    out.append("\n")
-    out.append(plural(t.records, "record"))
-    out.append(f"  ·  {plural(len(t.tool_pairs), 'tool call')}")
-    if t.interrupted:
-        out.append(f"  ·  ⚠ {len(t.interrupted)} interrupted", Style(bold=True, color="yellow"))
-    if t.forks:
-        branches = sum(len(f.branches) for f in t.forks)
-        out.append(f"  ·  ⑂ {plural(len(t.forks), 'rewind')} ({branches} branches)", Style(color="magenta"))
-    if t.compactions:
-        out.append(f"  ·  {plural(len(t.compactions), 'compaction')}")
-    if t.summaries:
-        dangling = sum(1 for s in t.summaries if s.dangling)
-        n = len(t.summaries)
-        out.append(f"  ·  {n:,} summar{'y' if n == 1 else 'ies'}" + (f" ({dangling} dangling)" if dangling else ""))
-    if link is None and session.subagents:
-        out.append(f"  ·  {plural(len(session.subagents), 'sub-agent')}")
-    if t.incomplete_turns:
-        out.append(f"  ·  ⚠ {plural(len(t.incomplete_turns), 'turn')} never completed",
-                   Style(bold=True, color="yellow"))
-    if t.unreadable:
-        out.append(f"  ·  ✗ {len(t.unreadable)} unreadable", Style(bold=True, color="red"))
-    if follow:
-        out.append(f"  ·  {one_line(follow)}", Style(dim=True))
-    return out
-
-
-class NativeTranscriptScreen(ReportsWorkerFailures, Screen[None]):
+class NativeTranscriptScreen(TranscriptScreenBase):
     """A native agent transcript in the Transcript screen's views: branches, sub-agents, raw lines, follow."""
 
-    CSS_PATH = "transcript.tcss"
     ACTION_SCOPE: ClassVar[str] = "native-transcript"
     BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings(ACTION_SCOPE)]
     HELP_TITLE: ClassVar[str] = "Native transcript screen"
-    AUTO_FOCUS = "#transcript-view"
 
     def __init__(self, sd: SessionDir, ref: NativeRef, *, session: NativeSession | None = None,
                  disk_path: Path | None = None, capture_root: Path | None = None,
                  source_root: Path | None = None) -> None:
-        super().__init__()
-        self.sd = sd
+        super().__init__(sd)
         self.ref = ref
         self.session: NativeSession | None = None
         self.transcript: NativeTranscript | None = None
         self.link: SubAgentLink | None = None
         self.selection: dict[str, int] = {}
         self.blocks: list[ViewItem] = []
-        self.error = ""
-        self.raw_mode = False
-        self.follow = True
-        self.follow_note = ""
-        self.new_count = 0
         self.updates = 0  # follow updates applied (for tests and the status line)
         self.disk_path: Path | None = disk_path
         self.capture_root: Path | None = capture_root
@@ -205,19 +140,17 @@ class NativeTranscriptScreen(ReportsWorkerFailures, Screen[None]):
 
     # --- layout -----------------------------------------------------------------------------------------------
 
-    def compose(self) -> ComposeResult:
-        yield AppHeader(section="Transcript")
-        yield Static(Text(one_line(f"Reading {agent_title(self.ref.agent)} {self.ref.label}…")), id="transcript-title",
-                     markup=False)
-        yield Static(Text(""), id="raw-columns", markup=False)
-        yield NativeBlocksView(id="transcript-view")
-        yield NativeRawView(id="raw-view")
-        yield Static(Text(""), id="transcript-status", markup=False)
-        yield KeyBar()  # the one key bar of every screen (no separator glyph before the palette key)
+    def opening_title(self) -> Text:
+        return Text(one_line(f"Reading {agent_title(self.ref.agent)} {self.ref.label}…"))
+
+    def make_views(self) -> tuple[NativeBlocksView, NativeRawView]:
+        return NativeBlocksView(id="transcript-view"), NativeRawView(id="raw-view")
+
+    def raw_columns(self) -> str:
+        return "  line kind          record"
 
     def on_mount(self) -> None:
-        self.raw_view.display = False
-        self.query_one("#raw-columns").display = False
+        self.hide_raw()
         if self._given is not None:
             self._show_or_fail(NativeLoad(self._given, self.disk_path, self.capture_root, self.source_root))
         else:
@@ -233,10 +166,6 @@ class NativeTranscriptScreen(ReportsWorkerFailures, Screen[None]):
     @property
     def raw_view(self) -> NativeRawView:
         return self.query_one("#raw-view", NativeRawView)
-
-    @property
-    def active_view(self) -> WindowedView:
-        return self.raw_view if self.raw_mode else self.block_view
 
     @property
     def loaded(self) -> bool:
@@ -265,7 +194,7 @@ class NativeTranscriptScreen(ReportsWorkerFailures, Screen[None]):
         try:
             self._show(load)
         except Exception as exc:  # noqa: BLE001 - a transcript the blocks cannot be built from: one line
-            self._fail(f"The transcript could not be shown: {describe_error(exc)}")
+            self.show_failure(f"The transcript could not be shown: {describe_error(exc)}")
 
     def _pick(self, session: NativeSession) -> tuple[NativeTranscript | None, SubAgentLink | None]:
         return pick_transcript(session, self.ref.subagent)
@@ -287,7 +216,7 @@ class NativeTranscriptScreen(ReportsWorkerFailures, Screen[None]):
         self.follow_note = load.note
         if self.transcript is None:
             what = f"sub-agent {one_line(self.ref.subagent)}" if self.ref.subagent else "the session's own transcript"
-            self._fail(f"The checkpoint does not hold {what}.")
+            self.show_failure(f"The checkpoint does not hold {what}.")
             return
         self.blocks = self._build()
         self.block_view.set_source(NativeBlockSource(self.blocks))
@@ -297,16 +226,9 @@ class NativeTranscriptScreen(ReportsWorkerFailures, Screen[None]):
             self._start_follow()
         self._show_status()
 
-    def _fail(self, text: str) -> None:
-        self.error = text
-        self.query_one("#transcript-title", Static).update(Text(f"✗ {one_line(text)}", style=Style(bold=True, color="red")))
-        self.block_view.show_text(f"✗ {text}")
-        self.raw_view.show_text(f"✗ {text}")
-        notify(self, text, title="Cannot show the transcript", severity="error")
-
     @on(NativeFailed)
     def _failed(self, message: NativeFailed) -> None:
-        self._fail(message.text)
+        self.show_failure(message.text)
 
     def _follow_label(self) -> str:
         if not self.follow:
@@ -401,10 +323,7 @@ class NativeTranscriptScreen(ReportsWorkerFailures, Screen[None]):
     def _polled(self, message: NativePolled) -> None:
         self._polling = False
         if message.error:
-            if not self.follow_note.startswith("follow: "):  # said once, not at every poll
-                notify(self, message.error, title="Cannot follow the file", severity="warning")
-            self.follow_note = f"follow: {message.error}"
-            self._show_status()
+            self.follow_failed(message.error, "Cannot follow the file")
             return
         if message.load is None or not self.follow:
             return
@@ -464,13 +383,6 @@ class NativeTranscriptScreen(ReportsWorkerFailures, Screen[None]):
 
     # --- status -----------------------------------------------------------------------------------------------
 
-    @on(WindowedView.Moved)
-    def _moved(self, message: WindowedView.Moved) -> None:
-        if message.view is self.active_view:
-            if self.new_count and message.view.at_bottom:
-                self.new_count = 0
-            self._show_status()
-
     def _show_status(self) -> None:
         view = self.active_view
         parts = ["native lines" if self.raw_mode else "native records"]
@@ -487,24 +399,9 @@ class NativeTranscriptScreen(ReportsWorkerFailures, Screen[None]):
             # the cursor's block among the blocks (rules between turns are not blocks), so G says "N of N"
             parts.append(f"{'line' if self.raw_mode else 'block'} {blocks.index(cursor.key) + 1:,} of {len(blocks):,}")
         parts.append("follow on" if self.follow and self.disk_path is not None else "follow off")
-        if self.new_count:
-            parts.append(f"▼ {self.new_count:,} new — G to see them")
-        if self.follow_note:
-            parts.append(self.follow_note)
-        self.query_one("#transcript-status", Static).update(Text(one_line("  ·  ".join(parts))))
+        self.put_status(parts)
 
     # --- actions ----------------------------------------------------------------------------------------------
-
-    def action_toggle_raw(self) -> None:
-        self.raw_mode = not self.raw_mode
-        self.block_view.display = not self.raw_mode
-        self.raw_view.display = self.raw_mode
-        columns = self.query_one("#raw-columns", Static)
-        columns.display = self.raw_mode
-        if self.raw_mode:
-            columns.update(Text(" " * GUTTER + "  line kind          record"))
-        self.call_after_refresh(self.active_view.focus)
-        self._show_status()
 
     def _cursor_index(self) -> int:
         view = self.block_view
@@ -591,41 +488,29 @@ class NativeTranscriptScreen(ReportsWorkerFailures, Screen[None]):
         if not self.raw_mode:
             self._jump_marker(False)
 
-    def action_copy(self) -> None:
-        copy_item(self, self.active_view.cursor_item)
-
-    def action_export(self) -> None:
+    def export_name(self) -> str | None:
         if self.transcript is None:
             notify(self, "The transcript is not loaded yet.", severity="warning", timeout=3)
-            return
-        name = (self.transcript.session_id or Path(self.transcript.path).stem) + (
+            return None
+        return (self.transcript.session_id or Path(self.transcript.path).stem) + (
             f"-{self.link.agent_id}" if self.link is not None else "")  # the dialog sanitizes it
-        self.app.push_screen(ExportDialog(name, self.sd.root), self._export_chosen)
 
-    def _export_chosen(self, request: ExportRequest | None) -> None:
-        if request is not None and self.transcript is not None:
+    def start_export(self, request: ExportRequest) -> None:
+        if self.transcript is not None:
             self._export(request, self.transcript, dict(self.selection))
 
     @work(thread=True, exclusive=True, group="native-export", exit_on_error=False, description="Export a transcript")
     def _export(self, request: ExportRequest, t: NativeTranscript, selection: dict[str, int]) -> None:
         from store.agents.native_export import native_json, native_markdown
-        from store.redact import redact_export
 
-        def text(red: Redactor | None) -> str:
-            if request.format == "html":
-                from store.export_html import native_html
+        def html(red: Redactor | None) -> str:
+            from store.export_html import native_html
 
-                return native_html(t, selection, redactor=red)
-            made = safe_json(native_json(t, selection)) if request.format == "json" else \
-                safe_markdown(native_markdown(t, selection))
-            return made if red is None else redact_export(made, request.format, red)
+            return native_html(t, selection, redactor=red)
 
-        make, red = redacting(request, text)
-        self.post_message(write_export(request.path, self.sd.root, make, replace=request.replace, redactor=red))
-
-    @on(ExportFinished)
-    def _exported(self, message: ExportFinished) -> None:
-        notify_export(self, message)
+        self.post_export(request, export_text(request, html, lambda: native_json(t, selection),
+                                              lambda: native_markdown(t, selection)))
 
 
-__all__ = ["NativeLoad", "NativeRef", "NativeTranscriptScreen", "native_title"]
+# NativeRef (store.agents.native_open) names what the screen shows; the Sessions screen imports it from here.
+__all__ = ["NativeLoad", "NativeRef", "NativeTranscriptScreen"]

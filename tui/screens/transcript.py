@@ -13,19 +13,16 @@ place; a cursor of another generation (the session was replaced) reloads from sc
 overrides change earlier blocks, so they reload in place too.
 """
 
+
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar
 
-from rich.style import Style
 from rich.text import Text
 from textual import on, work
-from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import Static
 
 from store.agents.sessionlog import Cursor, FollowUpdate
@@ -36,25 +33,24 @@ from store.mothx.sessiondir import SessionDir
 from store.mothx.transcript_window import SECTION_BODY, SECTION_PREAMBLE, appended_turns, merge_turns
 from store.safetext import one_line
 from tui import actions
-from tui.clipboard import copy
 from tui.context import services
-from tui.formatting import describe_error, plural, tildify, untitled_text
-from tui.lifecycle import ReportsWorkerFailures
+from tui.formatting import describe_error
 from tui.live import LiveChanged
-from tui.messages import ExportFinished
 from tui.safe import notify
-from tui.widgets.export_dialog import (
-    ExportDialog,
-    ExportRequest,
-    notify_export,
-    redacting,
-    safe_json,
-    safe_markdown,
-    write_export,
+from tui.screens.transcript_base import TranscriptScreenBase, export_text
+from tui.screens.transcript_facts import (
+    FactsFailed,
+    FactsLoaded,
+    FollowRead,
+    PlanVerified,
+    SessionFacts,
+    TurnsLoaded,
+    VerifyFailed,
+    position_text,
+    title_text,
 )
-from tui.widgets.header import AppHeader
-from tui.widgets.keybar import KeyBar
-from tui.widgets.transcript_blocks import ViewItem, item_copy_text, raw_header
+from tui.widgets.export_dialog import ExportRequest
+from tui.widgets.transcript_blocks import raw_header
 from tui.widgets.transcript_view import (
     GUTTER,
     JumpTarget,
@@ -69,130 +65,12 @@ if TYPE_CHECKING:
     from store.redact import Redactor
 
 
-@dataclass(frozen=True)
-class SessionFacts:
-    """What the title line shows, read once when the screen opens."""
-
-    session_id: str
-    title: str
-    cwd: str
-    channel: str
-    message_count: int | None
-    plan: ReplayPlan
-    turns: list[tuple[int, str, str]]
-    rows_before_window: int
-    note: str = ""          # why some details are missing ("" when none)
-    turns_loaded: bool = False  # turn markers are read after the first page (16k turns take ~0.2 s)
-    verify_error: str = ""  # why the corrupt rows could not be counted ("" when they were, or are being)
-    cursor: Cursor | None = None  # where following continues (read before the plan: nothing is missed)
-    seeded_from: str = ""  # a fork: the parent session it was seeded from ("" when it is no fork)
-    seeded_to_seq: int = 0  # ... up to this seq of the parent
-    seed_length: int = 0
-    jump_seq: int | None = None  # where the screen opens (None: the start)
-
-
-@dataclass
-class FactsLoaded(Message):
-    facts: SessionFacts
-
-
-@dataclass
-class TurnsLoaded(Message):
-    """The turn markers were read (``error``: they could not be; ``turns`` is then empty)."""
-
-    turns: list[tuple[int, str, str]]
-    error: str = ""
-
-
-@dataclass
-class PlanVerified(Message):
-    """The verify pass counted corrupt and replayed rows exactly (and checked row columns against JSON)."""
-
-    plan: ReplayPlan
-
-
-@dataclass
-class VerifyFailed(Message):
-    """The verify pass could not count corrupt rows: ``text`` ends "counting corrupt rows…"."""
-
-    text: str
-
-
-@dataclass
-class FactsFailed(Message):
-    text: str
-
-
-@dataclass
-class FollowRead(Message):
-    """What a follow step found: the update, and the new plan when the rows only append messages."""
-
-    update: FollowUpdate | None
-    plan: ReplayPlan | None
-    error: str = ""
-
-
-def title_text(f: SessionFacts) -> Text:
-    """The two title lines: who the session is, and what its replay holds."""
-    plan = f.plan
-    t = Text(no_wrap=True, overflow="ellipsis", end="")
-    t.append(one_line(f.title) or untitled_text(f.message_count), Style(bold=True))
-    t.append(f"  ·  {one_line(f.session_id)}", Style(dim=True))
-    if f.cwd:
-        t.append(f"  ·  {one_line(tildify(f.cwd))}")
-    if f.channel:
-        t.append(f"  ·  {one_line(f.channel)}")
-    if f.message_count is not None:
-        t.append(f"  ·  {plural(f.message_count, 'message')}")
-    if f.seeded_from:
-        t.append(f"  ·  ⑂ seeded from {one_line(f.seeded_from)} up to seq {f.seeded_to_seq:,} "
-                 f"({plural(f.seed_length, 'entry', 'entries')}; o opens it there)", Style(color="magenta"))
-    t.append("\n")
-    replayed = plan.message_rows + (1 if plan.summary is not None else 0)
-    start = f"from seq {plan.window_start_seq:,}" if plan.window_start_seq else "from the start"
-    t.append(f"replay: {'' if plan.counts_verified else '≤'}{plural(replayed, 'message')} {start}")
-    if plan.compactions:
-        skipped = sum(1 for c in plan.compactions if not c.applied)
-        t.append(f"  ·  {plural(len(plan.compactions), 'compaction')}")
-        if skipped:
-            t.append(f" ({skipped:,} skipped)", Style(bold=True, color="yellow"))
-    if plan.overrides:
-        t.append(f"  ·  {plural(len(plan.overrides), 'override')}")
-    t.append(f"  ·  {plural(plan.total_rows, 'entry row')}", Style(dim=True))
-    if plan.corrupt_rows > 0:
-        more = "" if plan.counts_verified else "≥"
-        t.append(f"  ·  ✗ {more}{plural(plan.corrupt_rows, 'corrupt row')}", Style(bold=True, color="red"))
-    if not plan.counts_verified and f.verify_error:
-        t.append(f"  ·  ✗ corrupt rows not counted: {one_line(f.verify_error)}", Style(bold=True, color="red"))
-    elif not plan.counts_verified:
-        t.append("  ·  counting corrupt rows…", Style(dim=True))
-    if f.note:
-        t.append(f"  ·  {one_line(f.note)}", Style(dim=True))
-    return t
-
-
-def position_text(noun: str, row: int, total: int, last: bool, *, estimated: bool = False) -> str:
-    """The cursor's place for a status line: ``entry row ~70 of 149 (46%)``; ``row 5,204 of 5,204 (100%)`` on
-    the last row only; ``entry row ~141 of 149 (end)`` on the last block when rows after it are not shown (the
-    replay counts entry rows, the header messages); ``row 1 of 12 (8%)`` on the first; a head item (above the
-    body) says so. ``estimated``: the row is interpolated between exact page ends (``~``; never on the first
-    row)."""
-    if row <= 0:
-        return f"above {noun} 1 of {total:,}"
-    approx = "~" if estimated and row > 1 and not (last and row == total) else ""
-    if last:  # the last block: 100% when it is the last row, else the rows after it are not shown here
-        return f"{noun} {approx}{row:,} of {total:,} ({'100%' if row == total else 'end'})"
-    return f"{noun} {approx}{row:,} of {total:,} ({min(99, int(100 * row / max(1, total)))}%)"
-
-
-class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
+class TranscriptScreen(TranscriptScreenBase):
     """One session: the replay as blocks (or every raw row), turn / marker jumps, copy and export."""
 
-    CSS_PATH = "transcript.tcss"
     ACTION_SCOPE: ClassVar[str] = "transcript"
     BINDINGS: ClassVar[list[BindingType]] = [*actions.bindings(ACTION_SCOPE)]
     HELP_TITLE: ClassVar[str] = "Transcript screen"
-    AUTO_FOCUS = "#transcript-view"
 
     FOLLOW_LIMIT: ClassVar[int] = 512
     """New rows one follow step reads at most; more is a gap ("partial, reloading")."""
@@ -200,18 +78,12 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
     def __init__(self, sd: SessionDir, session_id: str, *, at_seq: int | None = None) -> None:
         """``at_seq``: open at the last message at or before that seq (a search hit, a fork's boundary in its
         parent) instead of the start."""
-        super().__init__()
-        self.sd = sd
+        super().__init__(sd)
         self.session_id = session_id
         self.facts: SessionFacts | None = None
-        self.error = ""
-        self.raw_mode = False
         self._raw_started = False
         self._raw_at_end = False
         self._background_started = False
-        self.follow = True
-        self.follow_note = ""
-        self.new_count = 0          # message blocks appended below the view since it was last at the bottom
         self.reloads = 0            # follow reloads (gap, reset, compaction) — for the status line and tests
         self._following = False     # a follow step is being read
         self._follow_again = False  # a hint came while it was
@@ -221,18 +93,20 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
 
     # --- layout -----------------------------------------------------------------------------------------------
 
-    def compose(self) -> ComposeResult:
-        yield AppHeader(section="Transcript")
-        yield Static(Text(f"Opening session {one_line(self.session_id)}…"), id="transcript-title", markup=False)
-        yield Static(Text(raw_header(200)), id="raw-columns", markup=False)
-        yield TranscriptView(id="transcript-view")
-        yield RawEntriesView(id="raw-view")
-        yield Static(Text(""), id="transcript-status", markup=False)
-        yield KeyBar()  # the one key bar of every screen (no separator glyph before the palette key)
+    def opening_title(self) -> Text:
+        return Text(f"Opening session {one_line(self.session_id)}…")
+
+    def raw_columns_at_start(self) -> Text:
+        return Text(raw_header(200))
+
+    def make_views(self) -> tuple[TranscriptView, RawEntriesView]:
+        return TranscriptView(id="transcript-view"), RawEntriesView(id="raw-view")
+
+    def raw_columns(self) -> str:
+        return raw_header(max(20, self.size.width - GUTTER - 1))
 
     def on_mount(self) -> None:
-        self.query_one("#raw-view").display = False
-        self.query_one("#raw-columns").display = False
+        self.hide_raw()
         self._load_facts(self.sd, self.session_id)
 
     @property
@@ -242,10 +116,6 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
     @property
     def raw_view(self) -> RawEntriesView:
         return self.query_one("#raw-view", RawEntriesView)
-
-    @property
-    def active_view(self) -> WindowedView:
-        return self.raw_view if self.raw_mode else self.transcript_view
 
     # --- loading ----------------------------------------------------------------------------------------------
 
@@ -362,17 +232,15 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
     @on(FactsFailed)
     def _facts_failed(self, message: FactsFailed) -> None:
         self._reloading = False
-        self.error = message.text
-        self.query_one("#transcript-title", Static).update(
-            Text(f"✗ {one_line(message.text)}", style=Style(bold=True, color="red")))
-        self.transcript_view.show_text(f"✗ {message.text}")
-        self.raw_view.show_text(f"✗ {message.text}")
-        notify(self, message.text, title="Cannot show the transcript", severity="error")
+        self.show_failure(message.text)
 
     @on(WindowedView.Failed)
     def _view_failed(self, message: WindowedView.Failed) -> None:
         notify(self, message.text, title="Cannot read entries", severity="error")
         self._start_background_reads()
+
+    def raw_shown(self) -> None:
+        self._start_raw()
 
     def _start_raw(self) -> None:
         if self._raw_started or self.facts is None:
@@ -384,14 +252,9 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
 
     # --- status -----------------------------------------------------------------------------------------------
 
-    @on(WindowedView.Moved)
-    def _moved(self, message: WindowedView.Moved) -> None:
+    def view_moved(self, message: WindowedView.Moved) -> None:
         if message.view is self.transcript_view and message.view.items and not self._background_started:
             self.call_after_refresh(self._start_background_reads)  # after the first page is painted
-        if message.view is self.active_view:
-            if self.new_count and message.view.at_bottom:
-                self.new_count = 0
-            self._show_status()
 
     def _show_status(self) -> None:
         view = self.active_view
@@ -411,11 +274,7 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
             parts.append("follow: no live updates")  # a snapshot (nothing writes to a copy), or live updates off
         else:
             parts.append("follow on")
-        if self.new_count:
-            parts.append(f"▼ {self.new_count:,} new — G to see them")
-        if self.follow_note:
-            parts.append(self.follow_note)
-        self.query_one("#transcript-status", Static).update(Text(one_line("  ·  ".join(parts))))
+        self.put_status(parts)
 
     @staticmethod
     def _shows_last(view: WindowedView) -> bool:  # (kept for callers that ask whether the end is on screen)
@@ -429,18 +288,6 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
         from tui.screens.runs import RunsScreen
 
         self.app.push_screen(RunsScreen(session_id=self.session_id))
-
-    def action_toggle_raw(self) -> None:
-        self.raw_mode = not self.raw_mode
-        self.transcript_view.display = not self.raw_mode
-        self.raw_view.display = self.raw_mode
-        columns = self.query_one("#raw-columns", Static)
-        columns.display = self.raw_mode
-        if self.raw_mode:
-            columns.update(Text(" " * GUTTER + raw_header(max(20, self.size.width - GUTTER - 1))))
-            self._start_raw()
-        self.call_after_refresh(self.active_view.focus)
-        self._show_status()
 
     def _turn_starts(self) -> list[tuple[int, int]]:
         """Item keys of the turn starts ``n``/``p`` visit. In the replay, a turn that started before the first
@@ -572,10 +419,7 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
         update = message.update
         if message.error or update is None or f is None or not self.follow:
             if message.error:
-                if not self.follow_note.startswith("follow: "):  # said once, not at every hint
-                    notify(self, message.error, title="Cannot follow the session", severity="warning")
-                self.follow_note = f"follow: {message.error}"
-                self._show_status()
+                self.follow_failed(message.error, "Cannot follow the session")
             return
         if update.action == ACTION_NONE or f.cursor is None:
             self.facts = replace(f, cursor=update.cursor)  # no cursor yet: this step only takes one
@@ -634,52 +478,26 @@ class TranscriptScreen(ReportsWorkerFailures, Screen[None]):
             notify(self, "Not following: the view stays as it is.", timeout=2)
         self._show_status()
 
-    def action_copy(self) -> None:
-        copy_item(self, self.active_view.cursor_item)
-
-    def action_export(self) -> None:
+    def export_name(self) -> str | None:
         if self.facts is None:
             notify(self, "The session is not loaded yet.", severity="warning", timeout=3)
-            return
-        self.app.push_screen(ExportDialog(self.facts.session_id, self.sd.root), self._export_chosen)
+            return None
+        return self.facts.session_id
 
-    def _export_chosen(self, request: ExportRequest | None) -> None:
-        if request is not None:
-            self._export(request)
+    def start_export(self, request: ExportRequest) -> None:
+        self._export(request)
 
     @work(thread=True, exclusive=True, group="transcript-export", exit_on_error=False, description="Export the transcript")
     def _export(self, request: ExportRequest) -> None:
-        from store.redact import redact_export
-
         sd, session_id = self.sd, self.session_id
 
-        def text(red: Redactor | None) -> str:
-            if request.format == "html":
-                from store.export_html import mothx_html
+        def html(red: Redactor | None) -> str:
+            from store.export_html import mothx_html
 
-                return mothx_html(sd, session_id, redactor=red)
-            if request.format == "json":
-                made = safe_json(entries.export_json(sd, session_id))
-            else:
-                made = safe_markdown(entries.export_markdown(sd, session_id))
-            return made if red is None else redact_export(made, request.format, red)
+            return mothx_html(sd, session_id, redactor=red)
 
-        make, red = redacting(request, text)
-        self.post_message(write_export(request.path, sd.root, make, replace=request.replace, redactor=red))
-
-    @on(ExportFinished)
-    def _export_finished(self, message: ExportFinished) -> None:
-        notify_export(self, message)
+        self.post_export(request, export_text(request, html, lambda: entries.export_json(sd, session_id),
+                                              lambda: entries.export_markdown(sd, session_id)))
 
 
-def copy_item(screen: Screen[None], item: ViewItem | None) -> None:
-    """``y`` on both transcript screens: put the text of ``item`` on the clipboard and say where
-    (:func:`tui.clipboard.copy`: the system clipboard, else OSC 52; the text made safe first)."""
-    if item is None:
-        notify(screen, "Nothing under the cursor to copy.", severity="warning", timeout=3)
-        return
-    raw, what = item_copy_text(item)
-    copy(screen, raw, what)
-
-
-__all__ = ["SessionFacts", "TranscriptScreen", "copy_item", "title_text"]
+__all__ = ["TranscriptScreen"]
