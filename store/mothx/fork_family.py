@@ -20,7 +20,6 @@ from store.mothx.fork_boundaries import (
     read_source_facts,
     refusal_of,
 )
-from store.mothx.session_titles import latest_title
 from store.mothx.sessiondir import SessionDir
 from store.safetext import one_line
 
