@@ -41,6 +41,7 @@ def build(target: Path, fixtures: Path) -> None:
     counter = itertools.count(1)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(checkpoint_publish, "clock", lambda: CAPTURED_AT)
+        mp.setenv("SESSIONSCOPE_HOST", "build-07")  # not this machine's name: the same snapshot everywhere
         mp.setattr(agentstate.uuid, "uuid4", lambda: uuid.UUID(int=0x5E55_0000_0000_4000_8000_0000_0000_0000 + next(counter)))
         mp.setattr(agentstate.secrets, "token_hex", lambda n=8: f"{next(counter):0{2 * n}x}")
         (target / "sessions").mkdir(parents=True)
