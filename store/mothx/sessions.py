@@ -42,7 +42,8 @@ from store.mothx.aggregates import (
 from store.mothx.cells import as_int, as_text, bind, has_surrogates
 from store.mothx.db import Database
 from store.mothx.db_errors import describe_sqlite_error
-from store.mothx.sessionindex import CACHE_FORMAT, IndexInfo, SessionIndex, cache_path_for
+from store.mothx.session_windows import RememberedWindow, View
+from store.mothx.sessionindex import IndexInfo, SessionIndex, cache_path_for
 from store.mothx.sessionrows import SessionSummary, ids_where, summary_from_row
 from store.safetext import one_line
 
@@ -168,71 +169,6 @@ def _where_sql(layout: Layout, flt: SessionFilter) -> tuple[str, str, list[objec
     return joins, " AND ".join(where), params
 
 
-class _View:
-    """The ids of one filtered, sorted list (a plain class: a dataclass costs ~0.3 ms to define at import)."""
-
-    __slots__ = ("ids", "total", "complete", "_positions")
-
-    def __init__(self, ids: list[str], total: int, complete: bool) -> None:
-        self.ids = ids              # the first rows (all of them when complete)
-        self.total = total
-        self.complete = complete
-        self._positions: dict[str, int] | None = None
-
-    def positions(self) -> dict[str, int]:
-        """Each id's place in :attr:`ids` (built on first use)."""
-        if self._positions is None:
-            self._positions = {sid: i for i, sid in enumerate(self.ids)}
-        return self._positions
-
-
-class _RememberedWindow:
-    """The first window of an unfiltered list, remembered against the database files' identity.
-
-    Sorting every session for the first window grows with the directory (0.3 s at 100,000 sessions, against
-    25 ms at 1,000): the sort keys join ``sessions.db`` with the aggregate cache, so no index serves them. The
-    ids of that window (and the list's length) hold for as long as the files and the aggregate cache are
-    unchanged, so an open of unchanged files reads them from the check records of
-    :mod:`store.mothx.checkcache` (the same identity: device, inode, size, modification time of the database and
-    its WAL) and the cache's own generation, which every change of the aggregates renews. Any change is a
-    miss: the window is sorted again. Only unfiltered lists, so the records stay a handful; never for a
-    private copy (its files are not the ones the identity names)."""
-
-    __slots__ = ("sd", "index", "kind", "before", "mark")
-
-    def __init__(self, sd: SessionDir, index: SessionIndex, key: tuple[SessionFilter, SortKey, bool],
-                 limit: int) -> None:
-        from store.mothx import checkcache
-
-        flt, sort, descending = key
-        self.sd, self.index = sd, index
-        meta = index.meta
-        usable = flt == SessionFilter() and sd.db.private_copy is None and meta is not None and bool(meta.generation)
-        self.kind = f"list-window:{sort.value}:{'desc' if descending else 'asc'}:{limit}" if usable else ""
-        self.before = checkcache.identity(sd.db.path) if usable else None
-        self.mark = [CACHE_FORMAT, meta.generation if meta is not None else "", str(index.cache_path or "")]
-
-    def recall(self) -> _View | None:
-        from store.mothx import checkcache
-
-        if not self.kind:
-            return None
-        value = checkcache.recall(self.kind, self.sd.db.path, self.before)
-        if not (isinstance(value, dict) and value.get("mark") == self.mark):
-            return None
-        ids, total = value.get("ids"), value.get("total")
-        if not (isinstance(ids, list) and all(isinstance(i, str) for i in ids) and isinstance(total, int)):
-            return None
-        return _View(ids, total, total == len(ids))
-
-    def remember(self, view: _View) -> None:
-        from store.mothx import checkcache
-
-        if self.kind and self.index.meta is not None and self.mark[1] == self.index.meta.generation:
-            checkcache.remember(self.kind, self.sd.db.path, self.before,
-                                {"mark": self.mark, "ids": view.ids, "total": view.total})
-
-
 class _Lists:
     """One directory's index plus the views and searches computed from its current state."""
 
@@ -240,7 +176,7 @@ class _Lists:
         self.index = SessionIndex(sd)
         self.lock = self.index.lock
         self.generation = -1
-        self.views: OrderedDict[tuple[SessionFilter, SortKey, bool], _View] = OrderedDict()
+        self.views: OrderedDict[tuple[SessionFilter, SortKey, bool], View] = OrderedDict()
         self.searches: OrderedDict[str, frozenset[str]] = OrderedDict()
         self.hit_tables: dict[str, int] = {}  # keyset pages: search → its number in temp.session_hits
         self.hits_generation = -1  # the generation temp.session_hits was filled for
@@ -254,7 +190,7 @@ class _Lists:
             self.searches.clear()
             self.keyset_reads.clear()
 
-    def view(self, sd: SessionDir, flt: SessionFilter, sort: SortKey, descending: bool, need: int) -> _View:
+    def view(self, sd: SessionDir, flt: SessionFilter, sort: SortKey, descending: bool, need: int) -> View:
         """The list ``flt`` / ``sort`` selects, with at least its first ``need`` ids (cached until a change)."""
         with self.lock:
             self.fresh(sd)
@@ -267,7 +203,7 @@ class _Lists:
                 base = self.view(sd, replace(flt, search=""), sort, descending, need=1 << 62)
                 hits = self.search(sd, flt.search)
                 ids = [i for i in base.ids if i in hits]
-                view = _View(ids, len(ids), True)
+                view = View(ids, len(ids), True)
             else:
                 layout = self.index.layout
                 joins, where, params = _where_sql(layout, flt)
@@ -276,7 +212,8 @@ class _Lists:
                 conn = self.index.conn
                 if need <= FIRST_PART:
                     limit = min(FIRST_WINDOW, FIRST_PART) if need <= FIRST_WINDOW else FIRST_PART
-                    remembered = _RememberedWindow(sd, self.index, key, limit)
+                    kind = f"list-window:{sort.value}:{'desc' if descending else 'asc'}:{limit}"
+                    remembered = RememberedWindow(sd, self.index, kind if flt == SessionFilter() else "")
                     view = remembered.recall()
                     if view is None:
                         ids = [as_text(r[0]) for r in conn.execute(f"{sql} LIMIT {limit}", params)]
@@ -285,11 +222,11 @@ class _Lists:
                             if not flt.messages_only:  # only that filter needs the aggregates: count without the join
                                 body = f"FROM src.sessions s{joins} WHERE {where}"
                             total = int(conn.execute(f"SELECT count(*) {body}", params).fetchone()[0])
-                        view = _View(ids, total, total == len(ids))
+                        view = View(ids, total, total == len(ids))
                         remembered.remember(view)
                 else:
                     ids = [as_text(r[0]) for r in conn.execute(sql, params)]
-                    view = _View(ids, len(ids), True)
+                    view = View(ids, len(ids), True)
             self.views[key] = view
             while len(self.views) > MAX_VIEWS:
                 self.views.popitem(last=False)

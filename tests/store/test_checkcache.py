@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import store.mothx.session_windows as session_windows
 import store.mothx.sessionindex as sessionindex
 import store.mothx.sessions as sessions_mod
 from store import paths
@@ -150,14 +151,14 @@ def test_the_first_window_is_remembered_only_while_the_files_are_unchanged(
 
     sorted_sql: list[str] = []
 
-    real_recall = sessions_mod._RememberedWindow.recall
+    real_recall = session_windows.RememberedWindow.recall
 
-    def recall(self: sessions_mod._RememberedWindow) -> sessions_mod._View | None:
+    def recall(self: session_windows.RememberedWindow) -> session_windows.View | None:
         found = real_recall(self)
         sorted_sql.append("hit" if found is not None else "miss")
         return found
 
-    monkeypatch.setattr(sessions_mod._RememberedWindow, "recall", recall)
+    monkeypatch.setattr(session_windows.RememberedWindow, "recall", recall)
     assert _first_ids(w.root) == first                  # unchanged files: the remembered window, same rows
     assert sorted_sql == ["hit"]
 
