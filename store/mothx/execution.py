@@ -62,7 +62,9 @@ def get_recovery(sd: SessionDir, run_id: str) -> RecoveryRecord | None:
         return recovery_conn(conn, run_id, sd.schema)
 
 
-def _keeps_remote(response: ResponseRun) -> bool:
+def keeps_remote(response: ResponseRun) -> bool:
+    """Whether the response run names a remote response that can be continued (no problems, an id, a provider,
+    the remote API)."""
     return (not response.problems and bool(response.response_id) and bool(response.provider)
             and response.api == REMOTE_API)
 
@@ -81,7 +83,7 @@ def response_run_conn(conn: sqlite3.Connection, session_id: str, run_id: str,
         "ORDER BY id DESC LIMIT 50",
         (session_id, run_id),
     ).fetchall()]
-    for pick in (_keeps_remote, lambda r: bool(r.problems), lambda r: True):
+    for pick in (keeps_remote, lambda r: bool(r.problems), lambda r: True):
         for resp in rows:
             if pick(resp):
                 return resp
@@ -97,7 +99,7 @@ def remote_retainable(run: Run, response: ResponseRun | None) -> bool:
         and response is not None
         and response.session_id == run.session_id
         and response.local_turn_id == run.id
-        and _keeps_remote(response)
+        and keeps_remote(response)
     )
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from store.errors import SessionNotFound
 from store.mothx.cells import as_text
-from store.mothx.entry_model import row_from_cells
+from store.mothx.entry_model import parse_entry_data, row_from_cells
 from store.mothx.fork_boundaries import (
     SourceFacts,
     Verdict,
@@ -165,8 +165,8 @@ def titles_conn(conn: sqlite3.Connection, session_ids: list[str]) -> dict[str, s
             if not isinstance(sid, str) or sid in titles or tried.get(sid, 0) >= _TITLE_TRIES:
                 continue
             tried[sid] = tried.get(sid, 0) + 1
-            row = row_from_cells(0, "", "session_info", None, "", data)
-            name = row.parsed.get("name") if row.parsed is not None else None
+            parsed, _ = parse_entry_data(as_text(data) if data is not None else None)  # the JSON only: no row
+            name = parsed.get("name") if parsed is not None else None
             if isinstance(name, str):
                 titles[sid] = name
     return titles

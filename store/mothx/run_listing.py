@@ -17,8 +17,8 @@ from store.mothx.execution import (
     ExecutionFacts,
     ExecutionState,
     LocalOwner,
-    _keeps_remote,
     derive_execution_state,
+    keeps_remote,
 )
 from store.mothx.lease_model import LEASE_COLUMNS, LeaseSnapshot, snapshot_from_row, sqlite_now
 from store.mothx.run_model import (
@@ -288,7 +288,7 @@ def _pick_response(rows: list[ResponseRun]) -> ResponseRun | None:
     """Of the linked rows (newest first): the newest that keeps the run remote, else the newest damaged one,
     else the newest (:func:`~store.mothx.execution.response_run_conn`'s rule)."""
     for resp in rows:
-        if _keeps_remote(resp):
+        if keeps_remote(resp):
             return resp
     for resp in rows:
         if resp.problems:

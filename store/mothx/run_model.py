@@ -68,6 +68,8 @@ def new_id() -> str:
 
 @dataclass(frozen=True)
 class Run:
+    """One ``session_runs`` row."""
+
     id: str
     session_id: str
     intent_id: str
@@ -99,6 +101,8 @@ class Run:
 
 @dataclass(frozen=True)
 class RunEvent:
+    """One ``session_run_events`` row."""
+
     seq: int
     id: str
     session_id: str
@@ -126,6 +130,8 @@ class RunEvent:
 
 @dataclass(frozen=True)
 class ConversationTurn:
+    """One ``conversation_turns`` row."""
+
     id: str
     session_id: str
     intent_id: str
@@ -145,6 +151,8 @@ class ConversationTurn:
 
 @dataclass(frozen=True)
 class RecoveryRecord:
+    """One ``session_run_recoveries`` row."""
+
     run_id: str
     session_id: str
     state: str
@@ -194,6 +202,8 @@ class PendingDecision:
 
 @dataclass(frozen=True)
 class AppendedEntry:
+    """An entry a run appended: its seq, id, parent id and timestamp."""
+
     seq: int
     id: str
     parent_id: str | None
