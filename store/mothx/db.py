@@ -43,7 +43,7 @@ from typing import Any
 
 from store.errors import ReadOnlyStore, StoreError
 from store.mothx.cells import ERRORS, bind, has_surrogates
-from store.mothx.db_errors import describe_sqlite_error, is_busy
+from store.mothx.db_errors import describe_sqlite_error, is_busy, is_protocol_race
 from store.mothx.db_files import (
     check_companions,
     check_header,
@@ -296,6 +296,10 @@ def _private_copy(path: Path) -> tuple[Path, Path]:
     return folder, target
 
 
+PROTOCOL_RETRIES = 5
+"""Opens retried when SQLite reports SQLITE_PROTOCOL (a WAL-index rebuild raced with this open)."""
+
+
 def open_database(path: Path, mode: OpenMode, *, create: bool = False, foreign_keys: bool = False) -> Database:
     """Open ``path`` in ``mode``. ``create`` makes a missing file (read-write only).
 
@@ -313,14 +317,27 @@ def open_database(path: Path, mode: OpenMode, *, create: bool = False, foreign_k
         check_companions(path, head)
     private: Path | None = None
     try:
-        if mode is OpenMode.READ_WRITE:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            conn = _connect(str(path), uri=False)
-            access = "wal"
-        else:
-            conn, access, private = _open_read(path, mode)
+        for attempt in range(PROTOCOL_RETRIES + 1):
+            if mode is OpenMode.READ_WRITE:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                conn = _connect(str(path), uri=False)
+                access = "wal"
+            else:
+                conn, access, private = _open_read(path, mode)
+            try:
+                _apply_pragmas(conn, mode, foreign_keys)
+                break
+            except BaseException as exc:
+                conn.close()
+                if private is not None:
+                    shutil.rmtree(private, ignore_errors=True)
+                    private = None
+                # SQLITE_PROTOCOL: another connection was rebuilding the WAL index (after a process was killed
+                # holding it); SQLite's own advice is to try again.
+                if attempt == PROTOCOL_RETRIES or not (isinstance(exc, sqlite3.Error) and is_protocol_race(exc)):
+                    raise
+                time.sleep(0.02 * (attempt + 1))
         try:
-            _apply_pragmas(conn, mode, foreign_keys)
             conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
             wal_pending = False
             if mode is OpenMode.READ_WRITE and str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":

@@ -60,3 +60,9 @@ def describe_sqlite_error(path: Path, exc: sqlite3.Error) -> StoreError:
     if "unable to open" in low:
         return StoreError(f"{path} cannot be opened: SQLite says '{text}'.")
     return StoreError(f"{path}: SQLite error '{text}'.")
+
+
+def is_protocol_race(exc: sqlite3.Error) -> bool:
+    """SQLITE_PROTOCOL ("locking protocol"): another connection was rebuilding the WAL index; worth a retry."""
+    name = _errorname(exc)
+    return _is(name, "SQLITE_PROTOCOL") if name else "locking protocol" in str(exc).lower()

@@ -453,3 +453,27 @@ def test_read_write_fallback_when_access_is_denied(
         assert_refuses_writes(sd)
         assert folder_state(root) == before
     assert folder_state(root) == before
+
+
+def test_an_open_that_races_a_wal_index_rebuild_is_tried_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3 as sqlite
+
+    import store.mothx.db as db_mod
+
+    path = tmp_path / "race.db"
+    db_mod.open_database(path, db_mod.OpenMode.READ_WRITE, create=True).close()
+    real = db_mod._apply_pragmas
+    failures = [2]
+
+    def racing(*args: object, **kwargs: object) -> None:
+        if failures[0]:
+            failures[0] -= 1
+            raise sqlite.OperationalError("locking protocol")
+        real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(db_mod, "_apply_pragmas", racing)
+    db_mod.open_database(path, db_mod.OpenMode.READ_WRITE).close()        # two races, then it opens
+    assert failures == [0]
+    failures[0] = db_mod.PROTOCOL_RETRIES + 1
+    with pytest.raises(StoreError, match="locking protocol"):           # a race that never ends is one error
+        db_mod.open_database(path, db_mod.OpenMode.READ_WRITE)
