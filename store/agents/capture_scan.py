@@ -40,7 +40,7 @@ from store.agents.capture_model import (
     STATUS_UNREADABLE,
 )
 from store.agents.native import AGENT_CODEX
-from store.agents.native_drift import CLAUDE_BLOCKS, CLAUDE_FIELDS, CLAUDE_TYPES, DriftCounter, VersionDrift
+from store.agents.native_drift import DriftCounter
 from store.agents.native_lines import Line, parse_line, unreadable_record
 from store.safetext import one_line
 
@@ -174,46 +174,7 @@ def record_and_value(line: RawLine, physical: int) -> tuple[bytes, str, object]:
 
 @dataclass
 class FastDrift(DriftCounter):
-    """A :class:`DriftCounter` that makes a version's tally only when the version is first met (the counter
-    itself builds one per record and drops it); everything else is the counter's own."""
-
-    _last_version: str = field(default="", repr=False, compare=False)
-    _last: VersionDrift | None = field(default=None, repr=False, compare=False)
-
-    def _at(self, version: str) -> VersionDrift:
-        key = version or "unknown version"
-        found = self.by_version.get(key)
-        if found is None:
-            found = self.by_version[key] = VersionDrift()
-        return found
-
-    def _claude(self, obj: dict[str, object]) -> None:
-        """:meth:`DriftCounter._claude`, with the field names checked in one set operation."""
-        version = obj.get("version")
-        if isinstance(version, str) and version:
-            self.version = version
-        if self.version == self._last_version and self._last is not None:
-            drift = self._last
-        else:
-            drift = self._last = self._at(self.version)
-            self._last_version = self.version
-        drift.records += 1
-        rtype = obj.get("type")
-        name = rtype if isinstance(rtype, str) else "(no type)"
-        if name not in CLAUDE_TYPES:
-            drift.types[name] += 1
-            return
-        if not CLAUDE_FIELDS.issuperset(obj):
-            for key in obj:
-                if key not in CLAUDE_FIELDS:
-                    drift.fields[f"{name}.{key}"] += 1
-        message = obj.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
-            for block in content:
-                btype = block.get("type") if isinstance(block, dict) else None
-                if isinstance(btype, str) and btype not in CLAUDE_BLOCKS:
-                    drift.types[f"{name} block {btype}"] += 1
+    """A :class:`DriftCounter` that also takes the counts of values parsed from marked text (:func:`bulk_tail`)."""
 
     def merge_marked(self, part: FastDrift) -> None:
         """Add ``part``'s counts, fed with values parsed from marked text (:func:`bulk_tail`: every space

@@ -68,6 +68,8 @@ class DriftCounter:
     agent: str
     by_version: dict[str, VersionDrift] = field(default_factory=dict)
     version: str = ""  # the version of the file being fed (Codex: from its session_meta)
+    _last_version: str = field(default="", repr=False, compare=False)
+    _last: VersionDrift | None = field(default=None, repr=False, compare=False)
 
     def start_file(self) -> None:
         self.version = ""
@@ -97,23 +99,33 @@ class DriftCounter:
             self.version = str(payload["cli_version"])
 
     def _at(self, version: str) -> VersionDrift:
+        """The tally of ``version``, made when the version is first met (tallies are changed in place, never
+        replaced, so the one of the last record's version can be kept at hand)."""
         key = version or "unknown version"
-        return self.by_version.setdefault(key, VersionDrift())
+        found = self.by_version.get(key)
+        if found is None:
+            found = self.by_version[key] = VersionDrift()
+        return found
 
     def _claude(self, obj: dict[str, object]) -> None:
         version = obj.get("version")
         if isinstance(version, str) and version:
             self.version = version  # records that name none (queue-operation, last-prompt) take the file's
-        drift = self._at(self.version)
+        if self.version == self._last_version and self._last is not None:
+            drift = self._last
+        else:
+            drift = self._last = self._at(self.version)
+            self._last_version = self.version
         drift.records += 1
         rtype = obj.get("type")
         name = rtype if isinstance(rtype, str) else "(no type)"
         if name not in CLAUDE_TYPES:
             drift.types[name] += 1
             return
-        for key in obj:
-            if key not in CLAUDE_FIELDS:
-                drift.fields[f"{name}.{key}"] += 1
+        if not CLAUDE_FIELDS.issuperset(obj):  # (one set operation for the usual record)
+            for key in obj:
+                if key not in CLAUDE_FIELDS:
+                    drift.fields[f"{name}.{key}"] += 1
         message = obj.get("message")
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, list):
