@@ -34,6 +34,7 @@ from store.mothx.db import OpenMode
 from tui import actions
 from tui.app_keys import AppKeys
 from tui.background import BackgroundWork
+from tui.context import OpensWithStore
 from tui.formatting import tildify
 from tui.lifecycle import (
     QUIT_WAIT_S,
@@ -43,7 +44,7 @@ from tui.lifecycle import (
     close_bounded,
     join_stragglers,
 )
-from tui.live import LiveFlush, LiveUpdates, live_wanted
+from tui.live import LiveFlush, LiveReady, LiveUpdates, live_wanted
 from tui.messages import (
     StoreFailed,
     StoreOpened,
@@ -59,6 +60,7 @@ from tui.opening import (
     quick_check_aside,
 )
 from tui.safe import notify
+from tui.start import Start, first_read, first_screen
 from tui.theming import DEFAULT_THEME, THEMES_DIR, load_themes
 from tui.widgets.badge import badge_text
 
@@ -141,8 +143,11 @@ class SessionscopeApp(BackgroundWork, AppKeys, App[object]):
         clock: Callable[[], float] | None = None,
         themes_dir: Path | None = None,
         live: bool | None = None,
+        start: Start | None = None,
     ) -> None:
         super().__init__()
+        self.start = start or Start()
+        """The first screen's section (``--section``); the Sessions screen by default."""
         self.interrupts = Interrupts()
         self._quitting = False
         self._quit_deadline: float | None = None
@@ -186,6 +191,9 @@ class SessionscopeApp(BackgroundWork, AppKeys, App[object]):
         self._pending_sd: SessionDir | None = None
         self.first_page: tuple[SessionDir, SessionPage | None] | None = None
         """The first window read with the store, for a Sessions screen that mounts after it opened."""
+        self._first_read: tuple[SessionDir, object] | None = None
+        """Another first screen's first page read with the store (:func:`tui.start.first_read`), until taken."""
+        self._first_screen: Screen[Any] | None = None
         self._opened = asyncio.Event()
         """Set once the first opening ended (StoreOpened or StoreFailed handled, or the app quit)."""
         self._building_for: SessionDir | None = None
@@ -221,6 +229,11 @@ class SessionscopeApp(BackgroundWork, AppKeys, App[object]):
         taken, self.first_page = self.first_page, None
         return taken[1] if taken is not None and taken[0] is sd else None
 
+    def take_first_read(self, sd: SessionDir) -> object | None:
+        """The first page of another first screen (``--section``) read with ``sd`` when it opened, once."""
+        taken, self._first_read = self._first_read, None
+        return taken[1] if taken is not None and taken[0] is sd else None
+
     async def wait_opened(self, timeout: float = FIRST_PAINT_HOLD_S) -> None:
         """Wait (asynchronously: the event loop runs on) until the opening worker's StoreOpened or StoreFailed
         was handled, for at most ``timeout`` seconds. The first screen's mount does this (see
@@ -252,6 +265,9 @@ class SessionscopeApp(BackgroundWork, AppKeys, App[object]):
             from tui.screens.welcome import WelcomeScreen
 
             return WelcomeScreen(default_root(self.settings))
+        if not self.start.is_default:
+            self._first_screen = first_screen(self.start)
+            return self._first_screen
         from tui.screens.sessions import SessionsScreen
 
         return SessionsScreen()
@@ -275,7 +291,9 @@ class SessionscopeApp(BackgroundWork, AppKeys, App[object]):
         from textual.worker import get_current_worker
 
         worker = get_current_worker()
-        opened = open_and_read(path, mode, prefetch=prefetch, interrupts=self.interrupts)
+        start = self.start
+        reader = None if start.is_default else (lambda sd: first_read(start, sd, self.clock()))
+        opened = open_and_read(path, mode, prefetch=prefetch, interrupts=self.interrupts, reader=reader)
         with self._open_lock:
             stale = self._quitting or worker.is_cancelled
             if not stale and opened.sd is not None:
@@ -289,7 +307,7 @@ class SessionscopeApp(BackgroundWork, AppKeys, App[object]):
             return
         if opened.provisional:
             self._building_for = opened.sd  # read by _store_opened, on the UI thread, after this message
-        self.post_message(StoreOpened(opened.sd, opened.first_page))
+        self.post_message(StoreOpened(opened.sd, opened.first_page, opened.first_read))
 
     @on(StoreOpened)
     def _store_opened(self, message: StoreOpened) -> None:
@@ -314,6 +332,11 @@ class SessionscopeApp(BackgroundWork, AppKeys, App[object]):
                 screen.attach(message.sd, first_page=first_page)
                 first_page = None
         self.first_page = None if first_page is None else (message.sd, first_page)
+        self._first_read = None if message.first_read is None else (message.sd, message.first_read)
+        first = self._first_screen
+        if isinstance(first, OpensWithStore) and first.is_mounted and first.sd is None:
+            # Another section's first screen that mounted before the store opened (a slow opening).
+            first.attach_opened(message.sd, self.take_first_read(message.sd))
         self.refresh_bindings()
         self._opened.set()
         if self._building_for is not message.sd:
@@ -355,6 +378,11 @@ class SessionscopeApp(BackgroundWork, AppKeys, App[object]):
     def _live_flush(self, message: LiveFlush) -> None:
         if self.live is not None:
             self.live.flush()
+
+    @on(LiveReady)
+    def _live_ready(self, message: LiveReady) -> None:
+        for screen in list(self.screen_stack):  # a status line that says "live: starting" says what it is now
+            screen.post_message(LiveReady())
     # --- themes -----------------------------------------------------------------------------------------------
 
     def ordered_theme_names(self) -> list[str]:

@@ -12,7 +12,7 @@ app would make a cycle), only the protocol's types.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 if TYPE_CHECKING:
     from textual.dom import DOMNode
@@ -72,6 +72,9 @@ class AppServices(Protocol):
     def take_first_page(self, sd: SessionDir) -> SessionPage | None:
         """The first window of the session list read with ``sd`` when it opened, once; None otherwise."""
 
+    def take_first_read(self, sd: SessionDir) -> object | None:
+        """Another first screen's first page (``--section``) read with ``sd`` when it opened, once."""
+
     def show_section_screen(self, screen_type: type[Screen[Any]]) -> None:
         """Make a screen of ``screen_type`` current (a top-level section)."""
 
@@ -88,13 +91,44 @@ class AppServices(Protocol):
         """Theme names in the order the palette offers them."""
 
 
+# Whether an app class implements the protocol, checked once per class: a runtime protocol's ``isinstance`` walks
+# every member each time (about 0.3 ms, and the lists ask on every drawn row), and each member is the class's own.
+_implements: dict[type, bool] = {}
+
+
 def services(node: DOMNode) -> AppServices | None:
     """The app of ``node`` as :class:`AppServices`; ``None`` when it is not Sessionscope's app (a test host)."""
     app = node.app
-    return app if isinstance(app, AppServices) else None
+    known = _implements.get(type(app))
+    if known is None:
+        known = _implements[type(app)] = isinstance(app, AppServices)
+    return cast("AppServices", app) if known else None
 
 
 def store(node: DOMNode) -> SessionDir | None:
     """The app's open session directory, or ``None`` (none open yet, or a test host without one)."""
     app = services(node)
     return app.sd if app is not None else None
+
+
+class OpensWithStore:
+    """A section screen that may be the app's first screen: its mount awaits the opening with
+    :func:`opened_store`, and the app calls :meth:`attach_opened` when the store opened after it mounted."""
+
+    sd: SessionDir | None
+
+    def attach_opened(self, sd: SessionDir, first: object | None) -> None:
+        """Show ``sd``; ``first`` is this screen's first page read by the opening worker (or None)."""
+        raise NotImplementedError
+
+
+async def opened_store(screen: Screen[Any]) -> tuple[SessionDir | None, object | None]:
+    """For a screen's mount: the open store (awaiting the first opening a moment, so that the first frame has the
+    rows) and the first page the opening worker read for it, if any."""
+    app = services(screen)
+    if app is None:
+        return None, None
+    if app.sd is None:
+        await app.wait_opened()
+    sd = app.sd
+    return sd, (app.take_first_read(sd) if sd is not None else None)

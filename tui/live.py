@@ -62,6 +62,11 @@ class LiveFlush(Message):
     """Posted to the app from a listener thread: pending changes are waiting (see :meth:`LiveUpdates.flush`)."""
 
 
+class LiveReady(Message, bubble=False):
+    """Live updates finished starting (what :meth:`LiveUpdates.describe` says changed): posted to the app, which
+    hands it to every screen of the stack."""
+
+
 @dataclass
 class LiveChanged(Message, bubble=False):
     """Sessions changed in the database (a hint: re-read them). ``everything``: refresh all that is shown.
@@ -152,6 +157,8 @@ class LiveUpdates:
             self._started.set()
             if self._stopped:
                 self._close()
+            else:
+                self.app.post_message(LiveReady())
 
     def stop(self) -> None:
         """Stop listening and watching, and disconnect the publisher. Safe to call more than once.
@@ -319,4 +326,4 @@ def live_wanted(app: App[Any], asked: bool | None) -> bool:
     return not app.is_headless
 
 
-__all__ = ["LiveChanged", "LiveFlush", "LiveStats", "LiveUpdates", "deliver", "live_wanted"]
+__all__ = ["LiveChanged", "LiveFlush", "LiveReady", "LiveStats", "LiveUpdates", "deliver", "live_wanted"]

@@ -40,6 +40,9 @@ class StoreOpened(Message):
 
     sd: SessionDir
     first_page: SessionPage | None = None
+    first_read: object | None = None
+    """The first page of another first screen (``sessionscope --section runs``), read by the same worker
+    (:func:`tui.start.first_read`)."""
 
 
 @dataclass

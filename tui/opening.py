@@ -6,6 +6,7 @@ integrity check on a connection of its own (:func:`quick_check_aside`, :func:`in
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -91,12 +92,16 @@ class Opened:
     provisional: bool = False
     """``first_page`` is provisional (no list cache yet: newest sessions by creation, no counts); the caller
     builds the cache in the background."""
+    first_read: object | None = None
+    """The first page of another first screen than Sessions (``reader``'s result)."""
 
 
 def open_and_read(
-    path: Path, mode: OpenMode, *, prefetch: bool = True, interrupts: Interrupts | None = None
+    path: Path, mode: OpenMode, *, prefetch: bool = True, interrupts: Interrupts | None = None,
+    reader: Callable[[SessionDir], object | None] | None = None,
 ) -> Opened:
-    """Open ``path`` in ``mode`` and (``prefetch``) read the first window of the default session list.
+    """Open ``path`` in ``mode`` and (``prefetch``) read the first window of the default session list, or, with
+    ``reader`` (the first screen is another section's), what ``reader`` reads instead.
 
     The store's connection is in ``interrupts`` from the moment it is open (the first read may build the list
     cache, which a quit must be able to stop). Never raises: a failure is returned as one sentence (a
@@ -112,6 +117,8 @@ def open_and_read(
     if interrupts is not None:
         interrupts.add(sd.db.conn)
     first_page = None
+    if prefetch and reader is not None:
+        return Opened(sd=sd, first_read=reader(sd))
     if prefetch:
         try:
             from store.mothx.provisional import list_cache_missing, provisional_page

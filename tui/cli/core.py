@@ -138,6 +138,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     from tui.cli.store_option import add_store  # --store URL: the checkpoint store of the app and every command
 
     add_store(parser)
+    parser.add_argument("--section", metavar="NAME", default=None,
+                        help="open the app on this section instead of Sessions: runs, deliveries, checkpoints, "
+                             "health, forks (with --session), knowledge, search, usage")
+    parser.add_argument("--session", metavar="ID", default=None,
+                        help="with --section forks: the session (id or unique prefix) whose fork family to show")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=cls)
     if only is not None and only not in BUILT_IN:
         importlib.import_module(COMMAND_NAMES[only]).register(sub, _add_location)
@@ -186,7 +191,7 @@ def command_of(argv: Sequence[str]) -> str | None:
     """The command ``argv`` runs, when a parser of that command alone can parse it: the first word that is not an
     option nor an option's value, if it is a name of :data:`COMMAND_NAMES` or :data:`BUILT_IN`; ``None`` for no
     command, an unknown one, or any ``-h`` / ``--help`` (the help lists every command)."""
-    valued = ("--dir", "--store")  # the top-level options that take a value (also as an unambiguous prefix)
+    valued = ("--dir", "--store", "--section", "--session")  # the top-level options that take a value (also as an unambiguous prefix)
     words = iter(argv)
     for word in words:
         if word == "--":
@@ -358,6 +363,8 @@ def check_opened(sd: SessionDir, named: Path) -> None:
 def _dispatch(args: argparse.Namespace) -> int:
     if getattr(args, "read_only", False) and getattr(args, "snapshot", False):
         raise UsageError("choose one of --read-only and --snapshot")
+    if args.command is not None and (args.section is not None or args.session is not None):
+        raise UsageError("--section and --session choose the app's first screen: give them without a command")
     if args.command == "demo":
         return _cmd_demo(args)
     if args.command is None:

@@ -15,6 +15,7 @@ from store.mothx.db import OpenMode
 
 if TYPE_CHECKING:
     from tui.app import SessionscopeApp
+    from tui.start import Start
 
 
 def open_ui(args: argparse.Namespace) -> int:
@@ -41,8 +42,42 @@ def open_ui(args: argparse.Namespace) -> int:
             empty = Path(tempfile.mkdtemp(prefix="sessionscope-store-"))
             open_session_dir(empty, OpenMode.READ_WRITE, create=True).close()
             store_mode = OpenMode.READ_ONLY if mode is OpenMode.READ_WRITE else mode
-            return _run_app(SessionscopeApp(empty, store_mode), settings.flag("mouse"), remove=empty)
-    return _run_app(SessionscopeApp(root, mode), settings.flag("mouse"))
+            return _run_app(SessionscopeApp(empty, store_mode, start=_start(args)), settings.flag("mouse"),
+                            remove=empty)
+    return _run_app(SessionscopeApp(root, mode, start=_start(args)), settings.flag("mouse"))
+
+
+def _start(args: argparse.Namespace) -> Start | None:
+    """The first screen ``--section`` / ``--session`` name (None: Sessions); a usage error for a wrong one."""
+    from tui.cli.errors import UsageError
+    from tui.start import Start, section_ids
+
+    section, session = getattr(args, "section", None), getattr(args, "session", None)
+    if section is None and session is None:
+        return None
+    if section not in section_ids():
+        names = ", ".join(section_ids())
+        raise UsageError(f"there is no section {section!r}: choose one of {names}" if section is not None
+                         else "--session goes with --section forks")
+    if section != "forks":
+        if session is not None:
+            raise UsageError("--session goes with --section forks")
+        return Start(section)
+    if session is None:
+        raise UsageError("--section forks needs --session ID (the session whose fork family to show)")
+    return Start(section, _resolve_session(args, session))
+
+
+def _resolve_session(args: argparse.Namespace, text: str) -> str:
+    """The session id ``text`` names (an id or a unique prefix), read before the app starts."""
+    from store.mothx.sessions import resolve_session_id
+    from tui.cli.core import open_as
+
+    sd = open_as(args, OpenMode.READ_ONLY)
+    try:
+        return resolve_session_id(sd, text)
+    finally:
+        sd.close()
 
 
 def _run_app(app: SessionscopeApp, mouse: bool, remove: Path | None = None) -> int:

@@ -30,7 +30,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from tui import actions
-from tui.context import services, store
+from tui.context import OpensWithStore, opened_store, services
 from tui.formatting import one_line
 from tui.lifecycle import ReportsWorkerFailures
 from tui.repair_flow import FlowWords, Outcome, RepairFlow, key_for
@@ -74,7 +74,7 @@ def request_id(source: str, at_seq: int) -> str:
     return f"tui:{source}:{at_seq}"
 
 
-class ForksScreen(RepairFlow, ReportsWorkerFailures, Screen[None]):
+class ForksScreen(OpensWithStore, RepairFlow, ReportsWorkerFailures, Screen[None]):
     """A session's fork family and fork boundaries; ``X`` forks at the selected boundary after a preview."""
 
     CSS_PATH = Path(__file__).with_name("forks.tcss")
@@ -105,16 +105,19 @@ class ForksScreen(RepairFlow, ReportsWorkerFailures, Screen[None]):
         yield StatusBar(id="status")
         yield KeyBar()
 
-    def on_mount(self) -> None:
-        sd = store(self)
+    async def on_mount(self) -> None:
         if self.session_id is None:
             self.session_id = self._sessions_selection()
             self.shown = self.session_id
+        sd, first = await opened_store(self)  # the first screen (--section forks): its first frame has the rows
         if sd is None:
             self.query_one(StatusBar).count = "Opening the session directory…"
             self._titles()
             return
-        self.attach(sd)
+        self.attach(sd, first if isinstance(first, FirstRead) else None)
+
+    def attach_opened(self, sd: SessionDir, first: object | None) -> None:
+        self.attach(sd, first if isinstance(first, FirstRead) else None)
 
     def attach(self, sd: SessionDir, first: FirstRead | None = None) -> None:
         """Show the forks of ``sd`` (called on mount, or once the store opened when this is the first screen);

@@ -30,11 +30,11 @@ from textual.screen import ModalScreen, Screen
 
 from tui import actions
 from tui.clipboard import copy
-from tui.context import services, store
+from tui.context import OpensWithStore, opened_store, services
 from tui.countdown import ListTimers, clock_now
 from tui.formatting import describe_error, one_line, plural
 from tui.lifecycle import ReportsWorkerFailures
-from tui.live import LiveChanged
+from tui.live import LiveChanged, LiveReady
 from tui.repair_flow import FlowWords, Outcome, RepairFlow, ask, key_for
 from tui.safe import data_line, markup_escape, notify
 from tui.widgets.header import AppHeader
@@ -168,7 +168,7 @@ class ToolPickDialog(ModalScreen[list[str] | None]):
 # --- the screen --------------------------------------------------------------------------------------------------
 
 
-class RunsScreen(RepairFlow, ReportsWorkerFailures, Screen[None]):
+class RunsScreen(OpensWithStore, RepairFlow, ReportsWorkerFailures, Screen[None]):
     """Runs of every session (or of one), their leases and recovery records; repairs after a preview."""
 
     CSS_PATH = Path(__file__).with_name("runs.tcss")
@@ -194,13 +194,16 @@ class RunsScreen(RepairFlow, ReportsWorkerFailures, Screen[None]):
         yield StatusBar(id="status")
         yield KeyBar()
 
-    def on_mount(self) -> None:
-        sd = store(self)
-        self.query_one(StatusBar).count = "Opening the session directory…" if sd is None else "Reading runs…"
+    async def on_mount(self) -> None:
         self._show_scope()
-        if sd is not None:
-            self.attach(sd)
         self.timers.start()
+        sd, first = await opened_store(self)  # the first screen (--section runs): its first frame has the rows
+        self.query_one(StatusBar).count = "Opening the session directory…" if sd is None else "Reading runs…"
+        if sd is not None:
+            self.attach(sd, first_page=first if isinstance(first, RunsPage) else None)
+
+    def attach_opened(self, sd: SessionDir, first: object | None) -> None:
+        self.attach(sd, first_page=first if isinstance(first, RunsPage) else None)
 
     def attach(self, sd: SessionDir, first_page: RunsPage | None = None) -> None:
         """Show the runs of ``sd``; ``first_page`` is the first read of this screen's scope, when done already."""
@@ -300,6 +303,9 @@ class RunsScreen(RepairFlow, ReportsWorkerFailures, Screen[None]):
             self._plan_expiry()
 
     # --- live updates -----------------------------------------------------------------------------------------
+
+    def on_live_ready(self, message: LiveReady) -> None:
+        self._show_scope()
 
     def on_live_changed(self, message: LiveChanged) -> None:
         lst = self.run_list
