@@ -27,6 +27,7 @@ from itertools import accumulate, repeat
 
 from store.agents.checkpoint_db import CheckpointStore, StoreConn, canonical_shapes_of
 from store.agents.checkpoint_engine import PgConnection, lock_suffix
+from store.agents.checkpoint_fresh import peek_trusted, write_fresh
 from store.agents.checkpoint_model import (
     ACTIVE_RUN_STATUSES,
     INSERT_BATCH_BYTES,
@@ -250,7 +251,21 @@ def capture_batch(
     with db.write() as conn:
         for agent in sorted({item.agent_id for item in items}):
             ensure_agent(conn, agent, now)
-        for item in items:
+        streams: list[Iterable[StagedRecord]] = []
+        bulk: list[int] = []
+        read: list[list[StagedRecord]] = []
+        for i, item in enumerate(items):
+            seen, stream, trusted_only = peek_trusted(item.records)
+            streams.append(stream)
+            if trusted_only:
+                bulk.append(i)
+            read.append(seen)
+        done = write_fresh(conn, [items[i] for i in bulk], [read[i] for i in bulk], host, now) if bulk else {}
+        fast = {bulk[k]: result for k, result in done.items()}
+        for index, item in enumerate(items):
+            if index in fast:
+                out.append(fast[index])
+                continue
             conn.execute("SAVEPOINT capture_item")
             try:
                 fence, created = start_run_in(conn, item.agent_id, item.agent_session_id, item.source_root, host,
@@ -259,8 +274,8 @@ def capture_batch(
                 problem = header_problem(state)
                 if problem:
                     raise InvalidSessionState(f"The checkpoint header is invalid: {problem}.")
-                result = _stage_in(conn, fence, state, item.records, KIND_CHECKPOINT, item.trusted, now, fenced=True,
-                                   created=created)
+                result = _stage_in(conn, fence, state, streams[index], KIND_CHECKPOINT, item.trusted, now,
+                                   fenced=True, created=created)
             except (StoreError, OSError) as exc:
                 conn.execute("ROLLBACK TO SAVEPOINT capture_item")
                 conn.execute("RELEASE SAVEPOINT capture_item")
