@@ -15,17 +15,20 @@ from __future__ import annotations
 
 import json
 import secrets
+import sqlite3
 import uuid
-from collections.abc import Iterable, Iterator
-from itertools import chain, repeat
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from itertools import chain
 
 from store.agents.checkpoint_db import StoreConn
 from store.agents.checkpoint_engine import PgConnection
 from store.agents.checkpoint_model import (
     InvalidSessionState,
+    PersistedSessionState,
     ReplaceResult,
     RunFence,
+    SessionStateRecord,
     StaleFence,
     TrustedTail,
     stored_int,
@@ -34,11 +37,29 @@ from store.agents.checkpoint_records import StreamValidator, header_problem
 from store.agents.checkpoint_schema import PG_SEQUENCE
 from store.errors import StoreError
 
-if TYPE_CHECKING:
-    from store.agents.checkpoint_write import CaptureItem, StagedRecord
+StagedRecord = SessionStateRecord | TrustedTail
+"""What a record stream of staging holds: single records, and whole tails of trusted files."""
+
+
+@dataclass(frozen=True)
+class CaptureItem:
+    """One session of :func:`capture_batch`: what :func:`capture_version` takes."""
+
+    agent_id: str
+    agent_session_id: str
+    source_root: str
+    make_state: Callable[[RunFence], PersistedSessionState]
+    records: Iterable[StagedRecord]
+    trusted: frozenset[str] = frozenset()
 
 _ROWS_PER_INSERT = 256  # sessions per multi-row session insert (7 parameters each)
 LINE_COLUMNS = ("session_id", "file_path", "line_number", "content", "content_bytes")
+# A trusted tail's records are UTF-8 bytes: bound as they are and stored as the text they spell (no decoding
+# in Python, no encoding again in the driver; the column still holds TEXT).
+INSERT_LINE_BYTES = (
+    "INSERT INTO agent_state_lines (session_id, file_path, line_number, content, content_bytes) "
+    "VALUES (?, ?, ?, CAST(? AS TEXT), ?)"
+)
 
 
 def peek_trusted(records: Iterable[StagedRecord]) -> tuple[list[StagedRecord], Iterable[StagedRecord], bool]:
@@ -95,19 +116,24 @@ def _created(conn: StoreConn, items: list[CaptureItem], now: str) -> list[str | 
             for i, sid in zip(items, fresh, strict=True)]
 
 
+TailWriter = Callable[[StoreConn, str, list[TrustedTail]], int]
+"""Writes a session's trusted tails in bounded batches; returns the rows written."""
+
+
 def write_fresh(
-    conn: StoreConn, items: list[CaptureItem], records: list[list[StagedRecord]], host: str, now: str
+    conn: StoreConn, items: list[CaptureItem], records: list[list[StagedRecord]], host: str, now: str,
+    write_tails: TailWriter,
 ) -> dict[int, ReplaceResult]:
     """Write every item whose session is new (its row created here) with multi-row statements, inside the open
     write transaction ``conn``; ``records[i]``: item i's records, all trusted tails. Returns the results by
-    item index; an item left out (its session existed, or the batch fell back) is for the per-session path."""
+    item index (``write_tails``: the lines' writer, batches bounded as for one session); an item left out (its session existed, or the batch fell back) is for the per-session path."""
     conn.execute("SAVEPOINT capture_fresh")
     try:
-        out = _write(conn, items, records, host, now)
+        out = _write(conn, items, records, host, now, write_tails)
     except (StoreError, OSError, ValueError) as exc:
         return _back(conn, exc)
     except Exception as exc:
-        if not _driver_error(exc):
+        if not driver_error(exc):
             raise
         return _back(conn, exc)
     conn.execute("RELEASE SAVEPOINT capture_fresh")
@@ -121,14 +147,14 @@ def _back(conn: StoreConn, exc: BaseException) -> dict[int, ReplaceResult]:
     return {}
 
 
-def _driver_error(exc: BaseException) -> bool:
-    import sqlite3
-
+def driver_error(exc: BaseException) -> bool:
+    """True for an error of the database driver (sqlite3 or psycopg)."""
     return isinstance(exc, sqlite3.Error) or type(exc).__module__.startswith("psycopg")
 
 
 def _write(
-    conn: StoreConn, items: list[CaptureItem], records: list[list[StagedRecord]], host: str, now: str
+    conn: StoreConn, items: list[CaptureItem], records: list[list[StagedRecord]], host: str, now: str,
+    write_tails: TailWriter,
 ) -> dict[int, ReplaceResult]:
     created = _created(conn, items, now)
     chosen = [i for i, sid in enumerate(created) if sid is not None]
@@ -198,7 +224,7 @@ def _write(
         versions,
     )
     expected = sum(r.records_written for r in results.values())
-    got = _write_lines(conn, fences, tails)
+    got = sum(write_tails(conn, fence.session_id, mine) for fence, mine in zip(fences, tails, strict=True))
     if got != expected:
         raise InvalidSessionState(f"The capture inserted {got} records where {expected} were expected.")
     if marks:
@@ -212,26 +238,3 @@ def _write(
         [(f.session_id, f.run_id, False, now) for f in fences],
     )
     return results
-
-
-def _line_rows(fences: list[RunFence], tails: list[list[TrustedTail]]) -> Iterator[tuple[str, str, int, bytes, int]]:
-    for fence, mine in zip(fences, tails, strict=True):
-        for t in mine:
-            n = len(t.contents)
-            yield from zip(repeat(fence.session_id, n), repeat(t.file_path, n),
-                           range(t.first_line, t.first_line + n), t.contents, t.sizes, strict=True)
-
-
-def _write_lines(conn: StoreConn, fences: list[RunFence], tails: list[list[TrustedTail]]) -> int:
-    """Every line of the batch in one statement: one ``executemany`` (SQLite, bytes bound as the text they
-    spell) or one ``COPY`` (PostgreSQL). Returns the rows written."""
-    rows = _line_rows(fences, tails)
-    if isinstance(conn, PgConnection):
-        return conn.copy_rows("agent_state_lines", LINE_COLUMNS,
-                              [(a, b, c, d.decode("utf-8"), e) for a, b, c, d, e in rows])
-    cur = conn.executemany(
-        "INSERT INTO agent_state_lines (session_id, file_path, line_number, content, content_bytes) "
-        "VALUES (?, ?, ?, CAST(? AS TEXT), ?)",
-        rows,
-    )
-    return int(cur.rowcount)
