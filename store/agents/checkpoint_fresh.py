@@ -93,10 +93,12 @@ def _tokens(conn: StoreConn, count: int) -> list[int]:
     return got
 
 
-def _created(conn: StoreConn, items: list[CaptureItem], now: str) -> list[str | None]:
+def _created(conn: StoreConn, items: list[CaptureItem], now: str) -> tuple[list[str | None], list[str]]:
     """Insert the sessions' rows (an existing row is left as it is, and locked on PostgreSQL); per item, its
-    session id when this statement created the row, else None."""
-    fresh = [secrets.token_hex(8) for _ in items]
+    session id when this statement created the row, else None, and a run id (ids drawn in the order the
+    per-session path draws them: a session id, then its run's)."""
+    drawn = [(secrets.token_hex(8), str(uuid.uuid4())) for _ in items]
+    fresh = [sid for sid, _ in drawn]
     found: dict[tuple[str, str], str] = {}
     for start in range(0, len(items), _ROWS_PER_INSERT):
         part = items[start:start + _ROWS_PER_INSERT]
@@ -112,8 +114,8 @@ def _created(conn: StoreConn, items: list[CaptureItem], now: str) -> list[str | 
         ).fetchall()
         for r in rows:
             found[(str(r[1]), str(r[2]))] = str(r[0])
-    return [sid if found.get((i.agent_id, i.agent_session_id)) == sid else None
-            for i, sid in zip(items, fresh, strict=True)]
+    return ([sid if found.get((i.agent_id, i.agent_session_id)) == sid else None
+             for i, sid in zip(items, fresh, strict=True)], [run for _, run in drawn])
 
 
 TailWriter = Callable[[StoreConn, str, list[TrustedTail]], int]
@@ -156,7 +158,7 @@ def _write(
     conn: StoreConn, items: list[CaptureItem], records: list[list[StagedRecord]], host: str, now: str,
     write_tails: TailWriter,
 ) -> dict[int, ReplaceResult]:
-    created = _created(conn, items, now)
+    created, run_ids = _created(conn, items, now)
     chosen = [i for i, sid in enumerate(created) if sid is not None]
     if not chosen:
         return {}
@@ -169,7 +171,7 @@ def _write(
     for i, token in zip(chosen, tokens, strict=True):
         item, session_id = items[i], created[i]
         assert session_id is not None
-        fence = RunFence(session_id, item.agent_id, item.agent_session_id, str(uuid.uuid4()), token)
+        fence = RunFence(session_id, item.agent_id, item.agent_session_id, run_ids[i], token)
         state = item.make_state(fence)
         problem = header_problem(state)
         if problem:
