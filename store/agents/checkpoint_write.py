@@ -18,15 +18,22 @@ import json
 import os
 import secrets
 import socket
-import sqlite3
 import uuid
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from itertools import accumulate, repeat
 
 from store.agents.checkpoint_db import CheckpointStore, StoreConn, canonical_shapes_of
 from store.agents.checkpoint_engine import PgConnection, lock_suffix
+from store.agents.checkpoint_fresh import (
+    INSERT_LINE_BYTES,
+    LINE_COLUMNS,
+    CaptureItem,
+    StagedRecord,
+    driver_error,
+    peek_trusted,
+    write_fresh,
+)
 from store.agents.checkpoint_model import (
     ACTIVE_RUN_STATUSES,
     INSERT_BATCH_BYTES,
@@ -43,7 +50,6 @@ from store.agents.checkpoint_model import (
     ReplaceResult,
     RunFence,
     SessionStateDivergent,
-    SessionStateRecord,
     StaleFence,
     TrustedTail,
     stored_int,
@@ -56,20 +62,9 @@ from store.errors import StoreError
 from store.safetext import one_line
 
 HOST_ENV = "SESSIONSCOPE_HOST"
-LINE_COLUMNS = ("session_id", "file_path", "line_number", "content", "content_bytes")
 _INSERT_LINES = (
     "INSERT INTO agent_state_lines (session_id, file_path, line_number, content, content_bytes) VALUES (?, ?, ?, ?, ?)"
 )
-# A trusted tail's records are UTF-8 bytes: bound as they are and stored as the text they spell (no decoding
-# in Python, no encoding again in the driver; the column still holds TEXT).
-_INSERT_LINE_BYTES = (
-    "INSERT INTO agent_state_lines (session_id, file_path, line_number, content, content_bytes) "
-    "VALUES (?, ?, ?, CAST(? AS TEXT), ?)"
-)
-
-StagedRecord = SessionStateRecord | TrustedTail
-"""What a record stream of :func:`stage_version` holds: single records, and whole tails of trusted files."""
-
 
 def this_host() -> str:
     """The host a capture records: ``$SESSIONSCOPE_HOST`` when set, else the machine's host name. Bytes that are
@@ -224,18 +219,6 @@ def stage_version(
         return _stage_in(conn, fence, state, records, publish, trusted, now, fenced=False)
 
 
-@dataclass(frozen=True)
-class CaptureItem:
-    """One session of :func:`capture_batch`: what :func:`capture_version` takes."""
-
-    agent_id: str
-    agent_session_id: str
-    source_root: str
-    make_state: Callable[[RunFence], PersistedSessionState]
-    records: Iterable[StagedRecord]
-    trusted: frozenset[str] = frozenset()
-
-
 def capture_batch(
     db: CheckpointStore, items: list[CaptureItem], *, host: str | None = None
 ) -> list[ReplaceResult | StoreError | OSError]:
@@ -250,7 +233,22 @@ def capture_batch(
     with db.write() as conn:
         for agent in sorted({item.agent_id for item in items}):
             ensure_agent(conn, agent, now)
-        for item in items:
+        streams: list[Iterable[StagedRecord]] = []
+        bulk: list[int] = []
+        read: list[list[StagedRecord]] = []
+        for i, item in enumerate(items):
+            seen, stream, trusted_only = peek_trusted(item.records)
+            streams.append(stream)
+            if trusted_only:
+                bulk.append(i)
+            read.append(seen)
+        done = write_fresh(conn, [items[i] for i in bulk], [read[i] for i in bulk], host, now,
+                           _write_tails) if bulk else {}
+        fast = {bulk[k]: result for k, result in done.items()}
+        for index, item in enumerate(items):
+            if index in fast:
+                out.append(fast[index])
+                continue
             conn.execute("SAVEPOINT capture_item")
             try:
                 fence, created = start_run_in(conn, item.agent_id, item.agent_session_id, item.source_root, host,
@@ -259,15 +257,15 @@ def capture_batch(
                 problem = header_problem(state)
                 if problem:
                     raise InvalidSessionState(f"The checkpoint header is invalid: {problem}.")
-                result = _stage_in(conn, fence, state, item.records, KIND_CHECKPOINT, item.trusted, now, fenced=True,
-                                   created=created)
+                result = _stage_in(conn, fence, state, streams[index], KIND_CHECKPOINT, item.trusted, now,
+                                   fenced=True, created=created)
             except (StoreError, OSError) as exc:
                 conn.execute("ROLLBACK TO SAVEPOINT capture_item")
                 conn.execute("RELEASE SAVEPOINT capture_item")
                 out.append(exc)
                 continue
             except Exception as exc:
-                if not _driver_error(exc):
+                if not driver_error(exc):
                     raise
                 conn.execute("ROLLBACK TO SAVEPOINT capture_item")
                 conn.execute("RELEASE SAVEPOINT capture_item")
@@ -276,10 +274,6 @@ def capture_batch(
             conn.execute("RELEASE SAVEPOINT capture_item")
             out.append(result)
     return out
-
-
-def _driver_error(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.Error) or type(exc).__module__.startswith("psycopg")
 
 
 def capture_version(
@@ -361,11 +355,19 @@ class _LineWriter:
                 rows = [(a, b, c, d.decode("utf-8"), e) for a, b, c, d, e in rows]  # type: ignore[attr-defined]
             got = self.conn.copy_rows("agent_state_lines", LINE_COLUMNS, list(rows))
         else:
-            got = self.conn.executemany(_INSERT_LINE_BYTES if raw else _INSERT_LINES, rows).rowcount
+            got = self.conn.executemany(INSERT_LINE_BYTES if raw else _INSERT_LINES, rows).rowcount
         if got != count:
             raise InvalidSessionState(f"A batch of {count} records wrote {got} rows.")
         self.written += count
         self.bytes_written += size
+
+
+def _write_tails(conn: StoreConn, session_id: str, tails: list[TrustedTail]) -> int:
+    """A new session's trusted tails, in the batches of :class:`_LineWriter`; the rows written."""
+    writer = _LineWriter(conn, session_id)
+    for tail in tails:
+        writer.add_tail(tail, sum(tail.sizes) + len(tail.sizes))
+    return writer.written
 
 
 def _stage_in(
