@@ -366,7 +366,7 @@ def exists_on(item: SchemaItem, dialect: str) -> bool:
 
 
 @compiles(CreateColumn, DIALECT_SQLITE)
-def _create_column(element: CreateColumn[Any], compiler: DDLCompiler, **kw: Any) -> str | None:
+def _create_column(element: CreateColumn, compiler: DDLCompiler, **kw: Any) -> str | None:
     """A column that does not exist on SQLite is left out of its ``CREATE TABLE`` (SQLAlchemy skips a column
     whose entry compiles to None)."""
     if not exists_on(element.element, DIALECT_SQLITE):
