@@ -19,6 +19,8 @@ from store.safetext import one_line
 from store.times import format_rfc3339
 
 SCHEMA_VERSION = 3
+PG_SEQUENCE = "agent_state_fencing_token_seq"
+"""The PostgreSQL sequence the fencing tokens come from (the reference's ``session_runtime_fencing_token_seq``)."""
 STATE_DIR = "sessionscope"
 STATE_DB = "agent-state.db"
 

@@ -1,13 +1,14 @@
-"""The checkpoint store's own schema: its version table and the migrations that create and upgrade it, on
+"""The checkpoint store's own schema: its version table, creating a new store and upgrading an older one, on
 SQLite and on PostgreSQL alike. A mothx ``sessions.db`` is never opened here.
 
-The layout version is ``agent_state_meta.schema_version``; ``agent_state_migrations`` records each migration
-applied (version, description, time). The migrations:
+The layout is defined once, as SQLModel table classes (:mod:`store.agents.checkpoint_tables`). The layout
+version is ``agent_state_meta.schema_version``; ``agent_state_migrations`` records each migration applied
+(version, description, time). The versions:
 
-1. the layout of ``store/sql/agentstate_v1.sql`` (today's file). On PostgreSQL every text column is
-   ``COLLATE "C"`` (byte order, as SQLite's BINARY compares), ``BLOB`` is ``BYTEA``, and the fencing tokens
-   come from the sequence ``agent_state_fencing_token_seq`` (the reference's
-   ``session_runtime_fencing_token_seq``) so concurrent captures never queue on a counter row;
+1. the checkpoint layout: state headers, the shared line set, publication heads, runs, fencing tokens (on
+   PostgreSQL from the sequence ``agent_state_fencing_token_seq`` so concurrent captures never queue on a
+   counter row; text in byte order everywhere). ``store/sql/agentstate_v1.sql`` is that layout as the first
+   release wrote it, kept for the upgrade tests only;
 2. hosts and the session log: each session records the host that last captured it
    (``agent_state_session_hosts``) and each run the host that made it (``agent_state_run_hosts``; tables of
    their own, so the version-1 tables keep their columns); the version table; ``agent_state_blobs``, the
@@ -19,89 +20,36 @@ applied (version, description, time). The migrations:
    (``ON DELETE CASCADE``). On SQLite nothing changes: its index is the FTS5 side file in the cache folder
    (:mod:`store.search.index`); the migration is recorded only.
 
-A file or database at version 1 is upgraded in place by the first write-mode open (one transaction); a read
-mode never writes and reads version 1 as it is. A version newer than :data:`SCHEMA_VERSION` is refused.
+A new store is created at :data:`SCHEMA_VERSION` in one go from the whole metadata; a store of an earlier
+version gets the parts each later version added (``LAYOUT_STEPS``, from the same classes), so the two paths
+end in the same layout. Both happen in the first write-mode open, in one transaction of the store itself: on
+SQLite the directory's own :class:`~store.mothx.db.Database` (``BEGIN IMMEDIATE`` with its busy handling), on
+PostgreSQL a write transaction holding :data:`PG_SCHEMA_LOCK`. SQLAlchemy compiles the DDL (a mock engine:
+:func:`~store.agents.checkpoint_tables.ddl`) and the store's connection runs it. SQLAlchemy is not handed that
+connection as an engine (a ``creator`` returning it): its transaction handling would commit or roll back the
+sqlite3 connection's ``BEGIN IMMEDIATE`` on its own, so the tables and their version rows would no longer be
+written atomically, and a read mode's ``immutable`` / snapshot open would gain nothing from it.
+
+A read mode never writes: it reads an older layout as it is. A version newer than :data:`SCHEMA_VERSION` is
+refused. Reading the version at every open is one raw query (importing SQLModel costs about a quarter of a
+second, paid only by creating or upgrading a store, or by :func:`migrations`).
 """
 
 from __future__ import annotations
 
-import re
-from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from store.agents.checkpoint_engine import PgConnection, PgStore, has_table
-from store.agents.checkpoint_model import SCHEMA_VERSION, now_text
+from store.agents.checkpoint_engine import DIALECT_POSTGRESQL, DIALECT_SQLITE, PgConnection, PgStore, has_table
+from store.agents.checkpoint_model import PG_SEQUENCE, SCHEMA_VERSION, CheckpointDamaged, now_text
 from store.errors import SchemaIncompatible
 from store.mothx.db import Database
-from store.mothx.schema import split_statements
 
-PG_SEQUENCE = "agent_state_fencing_token_seq"
+if TYPE_CHECKING:
+    from store.agents.checkpoint_tables import AgentStateMigration
+
 # An advisory lock key of the store's own (two PostgreSQL processes creating the schema at once queue on it).
 PG_SCHEMA_LOCK = 0x5E55_10C0
 
-
-def schema_sql() -> str:
-    """The checkpoint layout, version 1 (``store/sql/agentstate_v1.sql``)."""
-    return resources.files("store").joinpath("sql", "agentstate_v1.sql").read_text(encoding="utf-8")
-
-
-_TEXT_COLUMN = re.compile(r"^(\s+\w+\s+)TEXT\b", re.M)
-_BLOB_COLUMN = re.compile(r"^(\s+\w+\s+)BLOB\b", re.M)
-
-
-def pg_statement(statement: str) -> str:
-    """One statement of the shared DDL as PostgreSQL runs it: text columns in byte order, blobs as bytea."""
-    statement = _TEXT_COLUMN.sub(r'\1TEXT COLLATE "C"', statement)
-    return _BLOB_COLUMN.sub(r"\1BYTEA", statement)
-
-
-MIGRATION_2 = (
-    """CREATE TABLE IF NOT EXISTS agent_state_session_hosts (
-    session_id TEXT NOT NULL PRIMARY KEY,
-    host       TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    CONSTRAINT agent_state_session_hosts_session_fkey
-        FOREIGN KEY (session_id) REFERENCES agent_state_sessions (session_id) ON DELETE CASCADE
-)""",
-    """CREATE TABLE IF NOT EXISTS agent_state_run_hosts (
-    session_id TEXT NOT NULL,
-    run_id     TEXT NOT NULL,
-    host       TEXT NOT NULL,
-    PRIMARY KEY (session_id, run_id),
-    CONSTRAINT agent_state_run_hosts_run_fkey
-        FOREIGN KEY (session_id, run_id) REFERENCES agent_state_runs (session_id, run_id) ON DELETE CASCADE
-)""",
-    """CREATE TABLE IF NOT EXISTS agent_state_migrations (
-    version     INTEGER NOT NULL PRIMARY KEY,
-    description TEXT    NOT NULL,
-    applied_at  TEXT    NOT NULL
-)""",
-    """CREATE TABLE IF NOT EXISTS agent_state_blobs (
-    blob_key   TEXT   NOT NULL PRIMARY KEY,
-    value      BLOB   NOT NULL,
-    revision   BIGINT NOT NULL CHECK (revision > 0),
-    updated_at TEXT   NOT NULL
-)""",
-)
-MIGRATION_3_PG = (
-    "ALTER TABLE agent_state_lines ADD COLUMN IF NOT EXISTS search_xid BIGINT",
-    "ALTER TABLE agent_state_lines ALTER COLUMN search_xid SET DEFAULT txid_current()",
-    "CREATE INDEX IF NOT EXISTS agent_state_lines_search_xid_idx ON agent_state_lines USING BRIN (search_xid)",
-    """CREATE TABLE IF NOT EXISTS agent_state_search (
-    session_id  TEXT COLLATE "C" NOT NULL,
-    file_path   TEXT COLLATE "C" NOT NULL,
-    line_number BIGINT   NOT NULL,
-    line_xid    BIGINT,
-    words       TSVECTOR NOT NULL,
-    PRIMARY KEY (session_id, file_path, line_number),
-    CONSTRAINT agent_state_search_line_fkey
-        FOREIGN KEY (session_id, file_path, line_number)
-        REFERENCES agent_state_lines (session_id, file_path, line_number) ON DELETE CASCADE
-)""",
-    "CREATE INDEX IF NOT EXISTS agent_state_search_words_idx ON agent_state_search USING GIN (words)",
-)
-"""Migration 3 on PostgreSQL (no table rewrite: the new column has no stored default for existing rows, whose
-``search_xid`` stays NULL; the first indexing reads every line)."""
 DESCRIPTIONS = {
     1: "the checkpoint layout (versions, lines, publication heads, runs, fencing tokens)",
     2: "hosts of sessions and runs, the migrations table, the session log's compare-and-swap blobs",
@@ -109,17 +57,11 @@ DESCRIPTIONS = {
 }
 
 
-def _statements(version: int, pg: bool) -> list[str]:
-    if version == 1:
-        out = [pg_statement(s) if pg else s for s in split_statements(schema_sql())]
-        if pg:
-            out.append(f"CREATE SEQUENCE IF NOT EXISTS {PG_SEQUENCE} MINVALUE 1")
-        return out
-    if version == 2:
-        return [pg_statement(s) if pg else s for s in MIGRATION_2]
-    if version == 3:
-        return list(MIGRATION_3_PG) if pg else []
-    raise ValueError(version)
+def schema_sql(dialect: str = DIALECT_SQLITE) -> str:
+    """The script that creates a new, empty checkpoint store on ``dialect``, compiled from the table classes."""
+    from store.agents.checkpoint_tables import ddl
+
+    return "".join(f"{statement};\n\n" for statement in ddl(dialect))
 
 
 def stored_version(conn: Any) -> int | None:
@@ -130,33 +72,55 @@ def stored_version(conn: Any) -> int | None:
     return int(row[0]) if row and str(row[0]).isdigit() else -1
 
 
-def _migrate(conn: Any, current: int | None, pg: bool) -> None:
-    start = 0 if current is None else current
+_RECORD = ("INSERT INTO agent_state_migrations (version, description, applied_at) VALUES (?, ?, ?) "
+           "ON CONFLICT (version) DO NOTHING")
+_SET_VERSION = "UPDATE agent_state_meta SET value = ? WHERE name = 'schema_version'"
+
+
+def _create(conn: Any, dialect: str) -> None:
+    """A new store at :data:`SCHEMA_VERSION` (``IF NOT EXISTS`` throughout: tables made by an earlier,
+    unrecorded attempt are kept), with its counter row, version and the migrations it stands for."""
+    from store.agents.checkpoint_tables import ddl
+
+    for statement in ddl(dialect):
+        conn.execute(statement)
+    conn.execute("INSERT INTO agent_state_counters (name, value) VALUES ('runtime_fencing_token', 0) "
+                 "ON CONFLICT (name) DO NOTHING")
+    conn.execute("INSERT INTO agent_state_meta (name, value) VALUES ('schema_version', ?) "
+                 "ON CONFLICT (name) DO NOTHING", (str(SCHEMA_VERSION),))
+    conn.execute(_SET_VERSION, (str(SCHEMA_VERSION),))
     now = now_text()
-    for version in range(start + 1, SCHEMA_VERSION + 1):
-        for statement in _statements(version, pg):
-            conn.execute(statement)
-        if version >= 2:
-            if version == 2:  # the table is new: record the migrations that made the layout it extends
-                for earlier in range(1, 2):
-                    conn.execute(
-                        "INSERT INTO agent_state_migrations (version, description, applied_at) VALUES (?, ?, ?) "
-                        "ON CONFLICT (version) DO NOTHING",
-                        (earlier, DESCRIPTIONS[earlier], now),
-                    )
-            conn.execute(
-                "INSERT INTO agent_state_migrations (version, description, applied_at) VALUES (?, ?, ?) "
-                "ON CONFLICT (version) DO NOTHING",
-                (version, DESCRIPTIONS[version], now),
-            )
-        conn.execute("UPDATE agent_state_meta SET value = ? WHERE name = 'schema_version'", (str(version),))
-    if pg and start == 0:
+    conn.executemany(_RECORD, [(v, DESCRIPTIONS[v], now) for v in range(1, SCHEMA_VERSION + 1)])
+    if dialect == DIALECT_POSTGRESQL:
         # The sequence continues a counter row copied from elsewhere (never below a token already handed out).
         conn.execute(
             f"SELECT setval('{PG_SEQUENCE}', greatest(1, (SELECT value FROM agent_state_counters "
             "WHERE name = 'runtime_fencing_token')), (SELECT value FROM agent_state_counters "
             "WHERE name = 'runtime_fencing_token') > 0)"
         )
+
+
+def upgrade(conn: Any, current: int, dialect: str, target: int = SCHEMA_VERSION) -> None:
+    """Bring a store at layout version ``current`` (1 or more) to ``target`` inside the caller's write
+    transaction: each later version's parts (:data:`~store.agents.checkpoint_tables.LAYOUT_STEPS`), its
+    migration row and the version."""
+    from store.agents.checkpoint_tables import step_ddl
+
+    now = now_text()
+    for version in range(current + 1, target + 1):
+        for statement in step_ddl(version, dialect):
+            conn.execute(statement)
+        if version == 2:  # the table is new: record the migration that made the layout it extends
+            conn.execute(_RECORD, (1, DESCRIPTIONS[1], now))
+        conn.execute(_RECORD, (version, DESCRIPTIONS[version], now))
+        conn.execute(_SET_VERSION, (str(version),))
+
+
+def _migrate(conn: Any, current: int | None, dialect: str) -> None:
+    if current is None or current < 1:
+        _create(conn, dialect)
+    else:
+        upgrade(conn, current, dialect)
 
 
 def _incompatible(where: object, version: int) -> SchemaIncompatible:
@@ -182,7 +146,7 @@ def ensure_sqlite(db: Database) -> int | None:
         if version is not None and version > SCHEMA_VERSION:
             raise _incompatible(db.path, version)
         if version != SCHEMA_VERSION:
-            _migrate(conn, None if version is None or version < 1 else version, pg=False)
+            _migrate(conn, version, DIALECT_SQLITE)
     return SCHEMA_VERSION
 
 
@@ -200,17 +164,28 @@ def ensure_pg(store: PgStore) -> int | None:
         if version is not None and (version > SCHEMA_VERSION or version < 0):
             raise _incompatible(store.path, version)
         if version != SCHEMA_VERSION:
-            _migrate(conn, version, pg=True)
+            _migrate(conn, version, DIALECT_POSTGRESQL)
     return SCHEMA_VERSION
 
 
-def migrations(conn: Any) -> list[tuple[int, str, str]]:
-    """The recorded migrations ``(version, description, applied_at)`` of an open store, oldest first."""
+def migrations(conn: Any) -> list[AgentStateMigration]:
+    """The recorded migrations of an open store, oldest first (empty before version 2, which made the table).
+    :class:`CheckpointDamaged` when a row does not hold what the table's model says."""
+    from store.agents.checkpoint_tables import AgentStateMigration, select_models
+
     if not has_table(conn, "agent_state_migrations"):
         return []
-    return [(int(v), str(d), str(t)) for v, d, t in conn.execute(
-        "SELECT version, description, applied_at FROM agent_state_migrations ORDER BY version")]
+    return select_models(conn, AgentStateMigration, dialect_name(conn),
+                         problem=CheckpointDamaged("The store's migrations table cannot be read."))
+
+
+def dialect_name(conn: object) -> str:
+    return DIALECT_POSTGRESQL if isinstance(conn, PgConnection) else DIALECT_SQLITE
 
 
 def is_pg(conn: object) -> bool:
     return isinstance(conn, PgConnection)
+
+
+__all__ = ["DESCRIPTIONS", "PG_SCHEMA_LOCK", "PG_SEQUENCE", "ensure_pg", "ensure_sqlite", "is_pg", "migrations",
+           "schema_sql", "stored_version", "upgrade"]

@@ -1,3 +1,5 @@
+-- Kept only to build a version-1 file for the upgrade tests: a new store is created from the SQLModel classes
+-- of store/agents/checkpoint_tables.py, never from this file.
 -- Sessionscope external-agent checkpoints, layout version 1 (<session dir>/sessionscope/agent-state.db).
 --
 -- The three tables of the reference (state headers, the shared line set, the publication head) plus the

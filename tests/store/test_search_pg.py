@@ -226,18 +226,20 @@ def test_migration_3_upgrades_a_version_2_store(pg_url: str, tmp_path: Path) -> 
 
     store = PgStore(pg_url, OpenMode.READ_WRITE)
     try:
-        with store.write() as conn:
-            for version in (1, 2):
-                for statement in schema._statements(version, pg=True):
-                    conn.execute(statement)
-            conn.execute("UPDATE agent_state_meta SET value = '2' WHERE name = 'schema_version'")
-            for version in (1, 2):
-                conn.execute("INSERT INTO agent_state_migrations (version, description, applied_at) "
-                             "VALUES (?, ?, ?)", (version, schema.DESCRIPTIONS[version], "2026-01-01T00:00:00Z"))
+        import re
+
+        from store.mothx.schema import split_statements
+
+        v1 = (Path(__file__).resolve().parents[2] / "store" / "sql" / "agentstate_v1.sql").read_text(encoding="utf-8")
+        with store.write() as conn:  # the version-1 layout as the first release made it on PostgreSQL, then 2
+            for statement in split_statements(v1):
+                conn.execute(re.sub(r"^(\s+\w+\s+)TEXT\b", r'\1TEXT COLLATE "C"', statement, flags=re.M))
+            conn.execute(f"CREATE SEQUENCE IF NOT EXISTS {schema.PG_SEQUENCE} MINVALUE 1")
+            schema.upgrade(conn, 1, "postgresql", target=2)
         assert schema.ensure_pg(store) == 3
         with store.read() as conn:
             assert schema.stored_version(conn) == 3
-            assert [m[0] for m in schema.migrations(conn)] == [1, 2, 3]
+            assert [m.version for m in schema.migrations(conn)] == [1, 2, 3]
             assert cs.index_exists(conn)
     finally:
         store.close()

@@ -21,7 +21,7 @@ from store.agents import agentstate
 from store.agents import capture as cap
 from store.agents.checkpoint_engine import StoreUnavailable, shown_url, store_kind, use_store
 from store.agents.checkpoint_read import checkpoint_page, list_checkpoints
-from store.agents.checkpoint_schema import PG_SEQUENCE, migrations, schema_sql, stored_version
+from store.agents.checkpoint_schema import PG_SEQUENCE, migrations, stored_version
 from store.errors import ReadOnlyStore, SchemaIncompatible
 from store.mothx.db import OpenMode
 from store.mothx.schema import split_statements
@@ -115,7 +115,7 @@ def test_version_1_file_is_upgraded_in_place(tmp_path: Path) -> None:
         path = agentstate.state_db_path(sd)
     path.parent.mkdir(parents=True)
     conn = sqlite3.connect(path)  # today's layout, as the previous release wrote it
-    for statement in split_statements(schema_sql()):
+    for statement in split_statements((ROOT / "store" / "sql" / "agentstate_v1.sql").read_text(encoding="utf-8")):
         conn.execute(statement)
     conn.execute("INSERT INTO agent_state_agents (agent_id, created_at) VALUES ('claude-code', 'now')")
     conn.commit()
@@ -130,7 +130,7 @@ def test_version_1_file_is_upgraded_in_place(tmp_path: Path) -> None:
         assert db is not None
         with db.read() as c:
             assert stored_version(c) == 3
-            assert [m[0] for m in migrations(c)] == [1, 2, 3]
+            assert [m.version for m in migrations(c)] == [1, 2, 3]
             assert c.execute("SELECT host FROM agent_state_session_hosts").fetchall() == [("host-a",)]
         db.close()
     conn = sqlite3.connect(path)

@@ -1,0 +1,94 @@
+"""A store created fresh from the SQLModel metadata has exactly the layout of one created at version 1 (the
+frozen ``store/sql/agentstate_v1.sql``, as the first release made it) and upgraded: on both engines."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+from store.agents import agentstate
+from store.agents.checkpoint_engine import use_store
+from store.mothx.schema import split_statements
+from store.mothx.sessiondir import open_session_dir
+from tests.pg import pg_cluster, pg_execute, pg_url, store_url  # noqa: F401 - fixtures
+
+ROOT = Path(__file__).resolve().parents[2]
+V1 = (ROOT / "store" / "sql" / "agentstate_v1.sql").read_text(encoding="utf-8")
+
+
+def _checks(sql: str) -> list[str]:
+    out, i = [], 0
+    flat = re.sub(r"\( ", "(", re.sub(r" \)", ")", " ".join(sql.split())))
+    while (i := flat.find("CHECK (", i)) >= 0:
+        depth, j = 0, i + 6
+        for j in range(i + 6, len(flat)):
+            depth += {"(": 1, ")": -1}.get(flat[j], 0)
+            if depth == 0:
+                break
+        out.append(flat[i:j + 1])
+        i = j
+    return sorted(out)
+
+
+def sqlite_layout(path: Path) -> dict[str, object]:
+    conn = sqlite3.connect(path)
+    try:
+        out: dict[str, object] = {}
+        for name, sql in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' ORDER BY name"):
+            indexes = [(i[1], i[2], i[3], i[4], conn.execute(f"PRAGMA index_xinfo('{i[1]}')").fetchall())
+                       for i in conn.execute(f"PRAGMA index_list('{name}')")]
+            out[name] = (conn.execute(f"PRAGMA table_info('{name}')").fetchall(),
+                         sorted(r[2:] for r in conn.execute(f"PRAGMA foreign_key_list('{name}')")),
+                         sorted(indexes), _checks(sql))
+        return out
+    finally:
+        conn.close()
+
+
+def pg_layout(url: str) -> dict[str, object]:
+    q = {
+        "columns": "SELECT table_name, ordinal_position, column_name, data_type, is_nullable, column_default, "
+                   "collation_name FROM information_schema.columns WHERE table_schema = 'public' ORDER BY 1, 2",
+        "constraints": "SELECT conrelid::regclass::text, conname, contype, pg_get_constraintdef(oid) FROM pg_constraint "
+                       "WHERE connamespace = 'public'::regnamespace ORDER BY 1, 2",
+        "indexes": "SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1, 2",
+        "sequences": "SELECT sequencename, data_type::text, start_value, min_value, max_value, increment_by, cycle "
+                     "FROM pg_sequences WHERE schemaname = 'public' ORDER BY 1",
+    }
+    return {k: pg_execute(url, sql) for k, sql in q.items()}
+
+
+def test_fresh_store_equals_upgraded_version_1(tmp_path: Path, store_url: str | None) -> None:  # noqa: F811
+    layouts: list[dict[str, object]] = []
+    for name, from_v1 in (("fresh", False), ("upgraded", True)):
+        url = store_url
+        root = tmp_path / name
+        with open_session_dir(root / "s", create=True) as sd:
+            path = agentstate.state_db_path(sd)
+        if from_v1 and url is None:
+            path.parent.mkdir(parents=True)
+            conn = sqlite3.connect(path)
+            for statement in split_statements(V1):
+                conn.execute(statement)
+            conn.commit()
+            conn.close()
+        if from_v1 and url is not None:
+            pg_execute(url, "DROP SCHEMA public CASCADE")
+            pg_execute(url, "CREATE SCHEMA public")
+            for statement in split_statements(V1):
+                pg_execute(url, re.sub(r"^(\s+\w+\s+)TEXT\b", r'\1TEXT COLLATE "C"', statement, flags=re.M))
+            pg_execute(url, "CREATE SEQUENCE IF NOT EXISTS agent_state_fencing_token_seq MINVALUE 1")
+        use_store(url)
+        try:
+            with open_session_dir(root / "s") as sd:
+                db = agentstate.open_state_db(sd, create=True)
+                assert db is not None
+                db.close()
+        finally:
+            use_store(None)
+        layouts.append(sqlite_layout(path) if url is None else pg_layout(url))
+        if url is not None and not from_v1:
+            pg_execute(url, "DROP SCHEMA public CASCADE")  # the same database holds the upgraded store next
+            pg_execute(url, "CREATE SCHEMA public")
+    assert layouts[0] and layouts[0] == layouts[1]
