@@ -17,9 +17,13 @@ deleted or rewritten by a capture takes its index row with it (``ON DELETE CASCA
 back with a new ``search_xid``. Indexers queue on an advisory lock; each chunk commits, so an interrupted build
 resumes where it stopped.
 
-**Read modes never write.** With no index yet, or with lines captured since it was last brought up to date,
-a read mode answers with the exact scan (``ILIKE`` over the raw record, as SQLite's ``LIKE`` fallback) and says
-why.
+**Read modes never write.** A read mode (one ``READ ONLY`` transaction, one snapshot) answers from the index
+for what it holds and searches the lines past the watermark that it does not hold yet (:func:`newer_lines`)
+exactly: each one's text is cut into the very ``tsvector`` :func:`refresh` would write, the few an in-memory
+FTS5 table finds for the query (:func:`memory_fts`) are matched and ranked by PostgreSQL as literals, and they
+join the index's hits in the one grouping statement (:func:`ranked_in`), so the answer is the one a fully
+indexed store gives. With no index at all (a version-2 store) or one never built, the exact scan (``ILIKE``
+over the raw record, as SQLite's ``LIKE`` fallback) answers and says why.
 
 Ranking is ``ts_rank_cd`` (cover density, normalised by the log of the record's length); a session's rank is
 its best record's. Limits of ``tsvector`` (documented): a word longer than 2,046 bytes is not indexed, a
@@ -29,12 +33,14 @@ not be found on PostgreSQL).
 
 from __future__ import annotations
 
+import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from store.agents.checkpoint_engine import PgConnection, PgStore, has_table
+from store.agents.checkpoint_engine import PgConnection, PgStore, has_table, pg_sql
 from store.search.index import fts_text
 from store.search.query import Query
 from store.search.text import record_text
@@ -49,7 +55,8 @@ MAX_LEXEME_BYTES = 2046
 MAX_POSITIONS = 256
 MAX_POSITION = 16_383
 MAX_VECTOR_BYTES = 900_000
-READ_BEHIND_PROBE = 1_000
+NEWER_BATCH = 2_000
+"""Lines past the watermark read (and matched) per step of a read mode's exact pass."""
 
 
 @dataclass(frozen=True)
@@ -142,22 +149,75 @@ _PENDING = (
 )
 
 
-def behind(store: PgStore) -> str:
-    """Why the index cannot answer exactly as it stands ("" when it can): no index, never built, or records
-    with text captured since it was last brought up to date (read without writing anything)."""
-    with store.read() as conn:
-        if not index_exists(conn):
-            return "the store has no search index yet (a read mode does not create it)"
-        mark = watermark(conn)
-        if mark is None:
-            return "the store's search index was never built (a read mode does not build it)"
-        _recent_only(conn)
-        rows = conn.execute(_PENDING.format(where="l.search_xid >= ?") + f" LIMIT {READ_BEHIND_PROBE + 1}",
-                            (mark,)).fetchall()
-    if len(rows) > READ_BEHIND_PROBE or any(record_text(r[4]) for r in rows):
-        return ("records were captured since the store's search index was last brought up to date "
-                "(a read mode does not refresh it)")
+def unusable(conn: PgConnection) -> str:
+    """Why the index cannot answer at all ("" when it can, with the lines past its watermark searched exactly)."""
+    if not index_exists(conn):
+        return "the store has no search index yet (a read mode does not create it)"
+    if watermark(conn) is None:
+        return "the store's search index was never built (a read mode does not build it)"
     return ""
+
+
+_NEWER = (
+    "SELECT l.session_id, l.file_path, l.line_number, l.content, s.session_id IS NOT NULL FROM agent_state_lines l "
+    "LEFT JOIN agent_state_search s ON s.session_id = l.session_id AND s.file_path = l.file_path "
+    "AND s.line_number = l.line_number WHERE l.search_xid >= ? AND s.line_xid IS DISTINCT FROM l.search_xid"
+)
+
+NewerLine = tuple[str, str, int, str, bool]
+"""(store session id, file path, line number, raw content, whether the index holds an older row of it)"""
+
+
+def newer_lines(conn: PgConnection, mark: int) -> Iterator[list[NewerLine]]:
+    """The lines at or past the watermark ``mark`` the index does not hold as they are now (not indexed yet, or
+    rewritten since), in batches of :data:`NEWER_BATCH` (a server-side cursor: a long backlog is never held at
+    once). Read only."""
+    cur = conn.raw.cursor(name="sessionscope_newer")
+    try:
+        _recent_only(conn)
+        cur.execute(pg_sql(_NEWER), (mark,))
+        _planner_defaults(conn)
+        while batch := cur.fetchmany(NEWER_BATCH):
+            yield [(str(a), str(b), int(c), str(d), bool(e)) for a, b, c, d, e in batch]
+    finally:
+        cur.close()
+
+
+@contextmanager
+def memory_fts(texts: Sequence[str]) -> Iterator[sqlite3.Connection]:
+    """``texts`` (as :func:`~store.search.index.fts_text` gives them) in a private in-memory FTS5 table ``t``,
+    ``rowid`` = their index: the SQLite side index's own matching and snippets, for a few texts."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("CREATE VIRTUAL TABLE t USING fts5(text, tokenize = 'unicode61 remove_diacritics 2')")
+        conn.executemany("INSERT INTO t (rowid, text) VALUES (?, ?)", enumerate(texts))
+        yield conn
+    finally:
+        conn.close()
+
+
+def candidates(texts: Sequence[str], parsed: Query) -> list[int]:
+    """Which of ``texts`` PostgreSQL could find for ``parsed``: those FTS5 finds (a ``tsvector`` keeps at most
+    what FTS5 sees), and every text long enough to have positions the ``tsvector`` caps (where a phrase may be
+    found by PostgreSQL alone: 16,384 words take at least 32,767 characters)."""
+    if parsed.empty or not texts:
+        return []
+    with memory_fts(texts) as conn:
+        found = {int(r[0]) for r in conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (parsed.fts(),))}
+    found.update(i for i, t in enumerate(texts) if len(t) > 2 * MAX_POSITION)
+    return sorted(found)
+
+
+def match_vectors(conn: PgConnection, query: str, vectors: Sequence[str]) -> list[tuple[int, float]]:
+    """(position in ``vectors``, ``ts_rank_cd``) of each ``tsvector`` literal the ``tsquery`` literal ``query``
+    matches: what the index would answer for them, computed without storing them."""
+    if not vectors:
+        return []
+    rows = conn.execute(
+        "SELECT t.i, ts_rank_cd(t.w, q.q, 1) FROM (SELECT u.i, CAST(u.v AS tsvector) AS w FROM "
+        "unnest(CAST(? AS text[])) WITH ORDINALITY AS u(v, i)) t, (SELECT CAST(? AS tsquery) AS q) q "
+        "WHERE t.w @@ q.q", (list(vectors), query)).fetchall()
+    return [(int(i) - 1, float(rank)) for i, rank in rows]
 
 
 def refresh(store: PgStore) -> RefreshStats:
@@ -201,6 +261,12 @@ def _recent_only(conn: PgConnection) -> None:
     capture) the planner would read the whole table, in parallel, for what is a few pages."""
     conn.execute("SET LOCAL enable_seqscan = off")
     conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")   # (starting workers costs more than the read)
+
+
+def _planner_defaults(conn: PgConnection) -> None:
+    """Undo :func:`_recent_only` for the rest of the transaction."""
+    conn.execute("SET LOCAL enable_seqscan TO DEFAULT")
+    conn.execute("SET LOCAL max_parallel_workers_per_gather TO DEFAULT")
 
 
 def _summarize(store: PgStore) -> None:
@@ -264,15 +330,37 @@ def ranked(store: PgStore, query: str) -> list[RankedRow]:
     """Every agent session with a record matching the ``tsquery`` literal ``query``, with its best record
     (highest ``ts_rank_cd``; the order key and score are its negation, lower is better, as bm25's)."""
     with store.read() as conn:
-        rows = conn.execute(
-            "WITH h AS MATERIALIZED (SELECT s.session_id, s.file_path, s.line_number, "
-            "ts_rank_cd(s.words, q.q, 1) AS rank FROM agent_state_search s, "
-            "(SELECT CAST(? AS tsquery) AS q) q WHERE s.words @@ q.q), "
-            "b AS (SELECT DISTINCT ON (session_id) session_id, file_path, line_number, rank, "
-            "count(*) OVER (PARTITION BY session_id) AS n FROM h "
-            "ORDER BY session_id, rank DESC, file_path, line_number) "
-            "SELECT b.rank, ss.agent_session_id, b.line_number, b.n, ss.agent_id, b.file_path, b.session_id "
-            "FROM b JOIN agent_state_sessions ss ON ss.session_id = b.session_id", (query,)).fetchall()
+        return ranked_in(conn, query)
+
+
+ExtraHit = tuple[str, str, int, float]
+"""A matching line the index does not hold: (store session id, file path, line number, ``ts_rank_cd``)."""
+
+
+def ranked_in(conn: PgConnection, query: str, extra: Sequence[ExtraHit] = (),
+              stale: Sequence[tuple[str, str, int]] = ()) -> list[RankedRow]:
+    """:func:`ranked` in an open transaction, with the index's rows of the ``stale`` lines left out and the
+    ``extra`` hits (lines searched exactly) taken as if the index held them: one grouping, one order."""
+    hits = ("SELECT s.session_id, s.file_path, s.line_number, ts_rank_cd(s.words, q.q, 1) AS rank "
+            "FROM agent_state_search s, (SELECT CAST(? AS tsquery) AS q) q WHERE s.words @@ q.q")
+    params: list[object] = [query]
+    if stale:
+        hits += (" AND NOT EXISTS (SELECT 1 FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[])) "
+                 "AS x(session_id, file_path, line_number) WHERE x.session_id = s.session_id "
+                 "AND x.file_path = s.file_path AND x.line_number = s.line_number)")
+        params += [list(column) for column in zip(*stale, strict=True)]
+    if extra:
+        hits += (' UNION ALL SELECT x.session_id COLLATE "C", x.file_path COLLATE "C", x.line_number, x.rank FROM '
+                 "unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]), CAST(? AS real[])) "
+                 "AS x(session_id, file_path, line_number, rank)")
+        params += [list(column) for column in zip(*extra, strict=True)]
+    rows = conn.execute(
+        f"WITH h AS MATERIALIZED ({hits}), "
+        "b AS (SELECT DISTINCT ON (session_id) session_id, file_path, line_number, rank, "
+        "count(*) OVER (PARTITION BY session_id) AS n FROM h "
+        "ORDER BY session_id, rank DESC, file_path, line_number) "
+        "SELECT b.rank, ss.agent_session_id, b.line_number, b.n, ss.agent_id, b.file_path, b.session_id "
+        "FROM b JOIN agent_state_sessions ss ON ss.session_id = b.session_id", params).fetchall()
     return [(-float(r), str(a), int(line), -float(r), int(n), str(agent), str(path), int(line), str(sid))
             for r, a, line, n, agent, path, sid in rows]
 
@@ -316,5 +404,6 @@ def scan(store: PgStore, pattern: str) -> list[tuple[str, str, str, str, int, in
     return [(str(a), str(b), str(c), str(d), int(e), int(f)) for a, b, c, d, e, f in rows]
 
 
-__all__ = ["RefreshStats", "behind", "contents", "index_exists", "ranked", "record_keys", "refresh", "scan",
-           "tsquery", "tsvector", "watermark"]
+__all__ = ["ExtraHit", "NewerLine", "RefreshStats", "candidates", "contents", "index_exists", "match_vectors",
+           "memory_fts", "newer_lines", "ranked", "ranked_in", "record_keys", "refresh", "scan", "tsquery",
+           "tsvector", "unusable", "watermark"]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from store.mothx.cells import as_text
+from store.safetext import one_line
 from store.search.index import fts_text
 
 SNIPPET_TOKENS = 16
@@ -72,6 +73,17 @@ class SearchResult:
     total: int                 # sessions that match
     has_more: bool
     captured: bool = False
+    exact: int = 0             # records newer than the index, searched exactly (a team store read in a read mode)
+
+    def how(self) -> str:
+        """Which engine answered, for a status line (safe text)."""
+        if self.source != INDEX:
+            return f"LIKE scan: {one_line(self.reason)}"
+        if not self.exact:
+            return "ranked by the search index"
+        newer = f"{self.exact:,} record{'s' if self.exact != 1 else ''} newer than the index"
+        return (f"ranked by the search index; {newer} {'were' if self.exact != 1 else 'was'} searched exactly "
+                "(a read mode does not refresh it)")
 
 
 def _page(hits: list[SearchHit], limit: int | None, after: tuple[float, str] | None) -> tuple[list[SearchHit], bool]:

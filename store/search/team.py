@@ -6,13 +6,15 @@ Same data, same answer: the text of a record is :func:`~store.search.text.record
 of a hit is made by the very FTS5 ``snippet()`` SQLite uses (the page's record texts in a private in-memory
 FTS5 table), so only the scores differ (``ts_rank_cd`` instead of ``bm25``).
 
-The index is brought up to date by a search in a write mode (``may_index``); a read mode answers from it only
-when it is up to date, and otherwise with the exact ``ILIKE`` scan, saying why.
+The index is brought up to date by a search in a write mode (``may_index``). A read mode never writes: it
+answers from the index and searches the records captured since it was last brought up to date exactly (each
+cut into the words the index would hold, matched and ranked by PostgreSQL as the index would be), merged into
+one ranked result (``SearchResult.exact`` says how many); with no index (a version-2 store) or one never built,
+it answers with the exact ``ILIKE`` scan, saying why.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from typing import TYPE_CHECKING
 
 from store.mothx.sessions import like_pattern
@@ -71,33 +73,72 @@ def refresh_team(sd: SessionDir) -> cs.RefreshStats:
 def search_team(sd: SessionDir, text: str, *, limit: int | None, after: tuple[float, str] | None, snippets: bool,
                 use_index: bool, index_store: bool | None) -> SearchResult:
     from store.errors import StoreError
-    from store.search.results import INDEX, SearchResult
+    from store.search.results import INDEX, SearchResult, _raw_page
 
     write = use_index and may_index(sd, index_store)
     store = open_team_store(sd, write=write)
     try:
         reason = "" if use_index else "the LIKE scan was asked for"
+        parsed = q.parse(text)
+        literal = cs.tsquery(parsed)
+        raw: list[cs.RankedRow] = []
+        exact = 0
         if use_index:
             try:
                 if write:
                     cs.refresh(store)
                 else:
-                    reason = cs.behind(store)
+                    answer = _read_ranked(store, parsed, literal)
+                    if isinstance(answer, str):
+                        reason = answer
+                    else:
+                        raw, exact = answer
             except StoreError as exc:
                 reason = f"the store's search index failed ({one_line(str(exc))[:200]})"
         if reason:
             return _scan(store, text, limit, after, snippets, reason)
-        parsed = q.parse(text)
-        literal = cs.tsquery(parsed)
-        from store.search.results import _raw_page
-
-        raw = cs.ranked(store, literal) if literal is not None else []
+        if write and literal is not None:
+            raw = cs.ranked(store, literal)
         total = len(raw)
         page, more = _raw_page(raw, limit, after)  # type: ignore[arg-type]
         hits = _details(store, parsed, page, snippets)  # type: ignore[arg-type]
-        return SearchResult(text, INDEX, "", tuple(hits), total, more, True)
+        return SearchResult(text, INDEX, "", tuple(hits), total, more, True, exact)
     finally:
         store.close()
+
+
+def _read_ranked(store: PgStore, parsed: q.Query, literal: str | None) -> tuple[list[cs.RankedRow], int] | str:
+    """A read mode's ranked rows and how many records newer than the index were searched exactly, in one read
+    transaction (one snapshot: a record is counted once, from the index or from the exact pass); or why the
+    exact scan must answer instead. Nothing is written: every statement is a SELECT (or a SET LOCAL of the
+    planner) in a READ ONLY transaction."""
+    extra: list[cs.ExtraHit] = []
+    stale: list[tuple[str, str, int]] = []
+    newer = 0
+    with store.read() as conn:
+        reason = cs.unusable(conn)
+        if reason:
+            return reason
+        mark = cs.watermark(conn)
+        assert mark is not None
+        for batch in cs.newer_lines(conn, mark):
+            texts: list[str] = []
+            keys: list[tuple[str, str, int]] = []
+            for sid, path, line, content, held in batch:
+                body = record_text(content)
+                if held:
+                    stale.append((sid, path, line))     # the index's row of it is out of date
+                if body:
+                    texts.append(fts_text(body))
+                    keys.append((sid, path, line))
+                newer += bool(body) or held
+            if literal is None:
+                continue
+            found = cs.candidates(texts, parsed)
+            for k, rank in cs.match_vectors(conn, literal, [cs.tsvector(texts[i]) for i in found]):
+                extra.append((*keys[found[k]], rank))
+        rows = cs.ranked_in(conn, literal, extra, stale) if literal is not None else []
+    return rows, newer
 
 
 def _details(store: PgStore, parsed: q.Query, page: list[cs.RankedRow], snippets: bool) -> list[SearchHit]:
@@ -124,16 +165,11 @@ def fts5_snippets(texts: list[str], parsed: q.Query) -> list[Snippet]:
         return out
     safe = [fts_text(t) for t in texts]
     opening, closing = _markers(safe)
-    conn = sqlite3.connect(":memory:")
-    try:
-        conn.execute("CREATE VIRTUAL TABLE t USING fts5(text, tokenize = 'unicode61 remove_diacritics 2')")
-        conn.executemany("INSERT INTO t (rowid, text) VALUES (?, ?)", enumerate(safe))
+    with cs.memory_fts(safe) as conn:
         for rowid, snip in conn.execute(
                 f"SELECT rowid, snippet(t, 0, ?, ?, '…', {SNIPPET_TOKENS}) FROM t WHERE t MATCH ?",
                 (opening, closing, parsed.fts())):
             out[int(rowid)] = _unmark(str(snip), opening, closing)
-    finally:
-        conn.close()
     return out
 
 

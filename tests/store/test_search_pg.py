@@ -164,13 +164,13 @@ def test_read_mode_never_writes_and_falls_back(both: tuple[Path, Path, str, Path
     with open_session_dir(team, OpenMode.READ_ONLY) as sd:
         assert refresh_team(sd).kind == "cold"           # asked for (the CLI's --index): a write to the store
         assert search(sd, "walrus", captured=True).source == INDEX
-    # New records captured since: a read mode says so and scans exactly.
+    # New records captured since: a read mode searches them exactly beside the index, and says how many.
     _tree(tree, ["a capybara grazes"], start=500)
     with open_session_dir(team, OpenMode.READ_WRITE) as sd:
         cap.capture_claude_code(sd, tree)
     with open_session_dir(team, OpenMode.READ_ONLY) as sd:
         r = search(sd, "capybara", captured=True)
-        assert r.source == LIKE and "captured since" in r.reason and r.total == 1
+        assert (r.source, r.reason, r.exact, r.total) == (INDEX, "", 3, 1) and "3 records newer" in r.how()
     with open_session_dir(team, OpenMode.READ_WRITE) as sd:
         r = search(sd, "capybara", captured=True)
         assert r.source == INDEX and r.total == 1

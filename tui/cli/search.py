@@ -11,8 +11,9 @@ index cannot be kept the exact LIKE scan answers, and the last line says so. Rea
 
 With a PostgreSQL team store (``--store postgresql://…``) captured records are searched in the store's own
 full-text index. ``--index`` brings it up to date first (a write to the store: refused with --read-only or
---snapshot); without it a read answers from the index only when it is up to date, else with the exact ILIKE
-scan, and says why.
+--snapshot); without it a read answers from the index and searches the records captured since it was last
+brought up to date exactly (one ranked result; the last line says how many), and with the exact ILIKE scan only
+when the store has no index or it was never built, saying why.
 
 Exit status: 0 (also when nothing matches), 1 a failure, 2 bad arguments.
 """
@@ -82,7 +83,7 @@ def hit_json(hit: SearchHit, captured: bool) -> dict[str, object]:
 
 def result_json(result: SearchResult) -> dict[str, object]:
     return {"query": result.query, "source": result.source, "reason": result.reason, "total": result.total,
-            "has_more": result.has_more, "captured": result.captured,
+            "has_more": result.has_more, "captured": result.captured, "exact": result.exact,
             "hits": [hit_json(h, result.captured) for h in result.hits]}
 
 
@@ -115,6 +116,6 @@ def cmd_search(args: argparse.Namespace) -> int:
                                for h in result.hits])
     shown = len(result.hits)
     what = "agent sessions" if result.captured else "sessions"
-    how = "ranked by the search index" if result.source == "index" else f"LIKE scan: {one_line(result.reason)}"
+    how = result.how()
     note(f"{shown} of {result.total} {what} ({how})")
     return 0

@@ -135,7 +135,7 @@ class SearchScreen(ReportsWorkerFailures, Screen[None]):
             bar.count = "" if not self.query_text.strip() else self._searching()
             return
         unit = "agent session" if result.captured else "session"
-        how = "ranked by the search index" if result.source == "index" else f"LIKE scan: {one_line(result.reason)}"
+        how = result.how()
         bar.count = f"{plural(result.total, unit)} · {how}"
 
     def _searching(self) -> str:
