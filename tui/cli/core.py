@@ -138,10 +138,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     from tui.cli.store_option import add_store  # --store URL: the checkpoint store of the app and every command
 
     add_store(parser)
-    parser.add_argument("--section", metavar="NAME", default=None,
+    # (dest names of their own: a command's own --session, e.g. `runs --session ID`, is another option)
+    parser.add_argument("--section", metavar="NAME", dest="start_section", default=None,
                         help="open the app on this section instead of Sessions: runs, deliveries, checkpoints, "
                              "health, forks (with --session), knowledge, search, usage")
-    parser.add_argument("--session", metavar="ID", default=None,
+    parser.add_argument("--session", metavar="ID", dest="start_session", default=None,
                         help="with --section forks: the session (id or unique prefix) whose fork family to show")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=cls)
     if only is not None and only not in BUILT_IN:
@@ -363,7 +364,7 @@ def check_opened(sd: SessionDir, named: Path) -> None:
 def _dispatch(args: argparse.Namespace) -> int:
     if getattr(args, "read_only", False) and getattr(args, "snapshot", False):
         raise UsageError("choose one of --read-only and --snapshot")
-    if args.command is not None and (args.section is not None or args.session is not None):
+    if args.command is not None and (args.start_section is not None or args.start_session is not None):
         raise UsageError("--section and --session choose the app's first screen: give them without a command")
     if args.command == "demo":
         return _cmd_demo(args)

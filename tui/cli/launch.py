@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from store.mothx.db import OpenMode
 
@@ -29,6 +29,9 @@ def open_ui(args: argparse.Namespace) -> int:
     mode = cli._mode(args, default=OpenMode(settings.text("open_mode") or OpenMode.READ_WRITE.value))
     from tui.app import SessionscopeApp
 
+    start = _start(args)
+    # `start` only when a section was asked for: SessionscopeApp(session_dir, mode) stays the whole call otherwise
+    extra: dict[str, Any] = {} if start is None else {"start": start}
     if root is None:
         from store.agents.checkpoint_engine import selected_store
 
@@ -42,9 +45,8 @@ def open_ui(args: argparse.Namespace) -> int:
             empty = Path(tempfile.mkdtemp(prefix="sessionscope-store-"))
             open_session_dir(empty, OpenMode.READ_WRITE, create=True).close()
             store_mode = OpenMode.READ_ONLY if mode is OpenMode.READ_WRITE else mode
-            return _run_app(SessionscopeApp(empty, store_mode, start=_start(args)), settings.flag("mouse"),
-                            remove=empty)
-    return _run_app(SessionscopeApp(root, mode, start=_start(args)), settings.flag("mouse"))
+            return _run_app(SessionscopeApp(empty, store_mode, **extra), settings.flag("mouse"), remove=empty)
+    return _run_app(SessionscopeApp(root, mode, **extra), settings.flag("mouse"))
 
 
 def _start(args: argparse.Namespace) -> Start | None:
@@ -52,7 +54,7 @@ def _start(args: argparse.Namespace) -> Start | None:
     from tui.cli.errors import UsageError
     from tui.start import Start, section_ids
 
-    section, session = getattr(args, "section", None), getattr(args, "session", None)
+    section, session = getattr(args, "start_section", None), getattr(args, "start_session", None)
     if section is None and session is None:
         return None
     if section not in section_ids():
