@@ -7,6 +7,11 @@ rare word, all results with snippets: each engine's search time, its exact scan'
 PostgreSQL ``ILIKE``) and their ratio; and each index build's time ÷ its capture's. Both engines must find the
 same agent sessions with the same match counts (checked).
 
+Then, on PostgreSQL, the index left behind: 1,000 more records (appended to a hundred transcripts) are captured
+without indexing them, and a read mode searches (the index for what it holds, those 1,000 records exactly),
+side by side with the exact scan of the whole store and with the same read-mode search once the index is up
+to date; the behind answer must be the up-to-date one (checked: sessions, match counts, best records, scores).
+
 Run:  ``.venv/bin/python -m tests.benchmarks.bench_teamsearch [--files 1000] [--pg postgresql://…]``
 """
 
@@ -37,6 +42,7 @@ from tests.benchmarks.bench_teamstore import build_tree, postgres  # noqa: E402
 
 COMMON = "standard"
 RARE = "quokka"
+BEHIND = 1_000
 
 
 def add_rare_records(root: Path, every: int = 100) -> int:
@@ -50,6 +56,69 @@ def add_rare_records(root: Path, every: int = 100) -> int:
         with path.open("ab") as fh:
             fh.write(json.dumps(rec, separators=(",", ":")).encode() + b"\n")
     return len(files[::every])
+
+
+def add_behind_records(root: Path, count: int = BEHIND) -> None:
+    """``count`` user records appended to (at most) a hundred transcripts: every other one holds the common
+    word, one in a hundred the rare one."""
+    files = sorted(root.rglob("*.jsonl"))
+    spread = min(100, len(files))
+    for k in range(count):
+        path = files[k % spread * (len(files) // spread)]
+        sid = path.stem
+        text = f"note {k}: the {COMMON} answer, once more" if k % 2 == 0 else f"note {k}: nothing new here"
+        if k % 100 == 1:
+            text += f" (a {RARE} again)"
+        rec = {"parentUuid": None, "isSidechain": False, "type": "user", "sessionId": sid,
+               "message": {"role": "user", "content": text},
+               "uuid": str(uuid.uuid4()), "timestamp": "2026-11-21T12:00:00.000Z"}
+        with path.open("ab") as fh:
+            fh.write(json.dumps(rec, separators=(",", ":")).encode() + b"\n")
+
+
+@dataclass(frozen=True)
+class Behind:
+    ranked_s: float         # read mode, index behind: every hit with its snippet
+    ranked: SearchResult
+    bare_s: float           # ... rank only
+    first_s: float          # ... first 20
+    current_s: float        # read mode, index up to date: every hit with its snippet
+    scan_s: float           # the exact scan (every hit with its snippet)
+
+
+def hit_view(result: SearchResult) -> list[tuple[object, ...]]:
+    return [(h.agent_id, h.session_id, h.matches, h.line_number, h.score) for h in result.hits]
+
+
+def run_behind(url: str, root: Path, work: Path) -> dict[str, Behind]:
+    """The index behind by :data:`BEHIND` records, searched in a read mode (PostgreSQL)."""
+    use_store(url)
+    try:
+        folder = work / "sessions-postgresql"
+        add_behind_records(root)
+        with open_session_dir(folder, OpenMode.READ_WRITE) as sd:
+            capture_claude_code(sd, root)
+        timed: dict[str, tuple[float, SearchResult, float, float, float]] = {}
+        with open_session_dir(folder, OpenMode.READ_ONLY) as sd:
+            for word in (COMMON, RARE):
+                ranked_s, ranked = best_of(lambda w=word: search(sd, w, captured=True, limit=None))
+                assert (ranked.source, ranked.exact) == ("index", BEHIND), (ranked.source, ranked.exact)
+                bare_s = best_of(lambda w=word: search(sd, w, captured=True, limit=None, snippets=False))[0]
+                first_s = best_of(lambda w=word: search(sd, w, captured=True, limit=20))[0]
+                scan_s = best_of(lambda w=word: search(sd, w, captured=True, limit=None, use_index=False))[0]
+                timed[word] = (ranked_s, ranked, bare_s, first_s, scan_s)
+        with open_session_dir(folder, OpenMode.READ_WRITE) as sd:
+            refresh_team(sd)
+        out = {}
+        with open_session_dir(folder, OpenMode.READ_ONLY) as sd:
+            for word, (ranked_s, ranked, bare_s, first_s, scan_s) in timed.items():
+                current_s, current = best_of(lambda w=word: search(sd, w, captured=True, limit=None))
+                assert current.exact == 0 and hit_view(current) == hit_view(ranked), word
+                out[word] = Behind(ranked_s, ranked, bare_s, first_s, current_s, scan_s)
+    finally:
+        use_store(None)
+        dispose_engines()
+    return out
 
 
 @dataclass(frozen=True)
@@ -120,9 +189,11 @@ def main(argv: list[str] | None = None) -> int:
         rare = add_rare_records(root)
         print(f"tree: {files} Claude Code transcripts, {size / 1e6:.1f} MB; '{RARE}' in {rare} of them")
         results = {"sqlite": run_engine("sqlite", None, root, work)}
+        behind: dict[str, Behind] = {}
         with postgres(args.pg) as url:
             if url is not None:
                 results["postgresql"] = run_engine("postgresql", url, root, work)
+                behind = run_behind(url, root, work)
         print(f"{'engine':<12}{'capture':>10}{'index build':>13}{'build / capture':>17}")
         for name, r in results.items():
             cap_s, build_s = float(r["capture"]), float(r["build"])  # type: ignore[arg-type]
@@ -148,6 +219,15 @@ def main(argv: list[str] | None = None) -> int:
             print("postgresql: skipped (no server: pass --pg URL or install the PostgreSQL server binaries)")
         else:
             print(f"same sessions and match counts on both engines: {'yes' if same else 'NO'}")
+            print(f"postgresql, index behind by {BEHIND:,} records, read mode (those searched exactly), side by side "
+                  "with the exact scan and with the up-to-date index (read mode); best of 3; ratio = ÷ exact scan")
+            print(f"{'query':<10}{'sessions':>9}{'behind: all':>13}{'rank only':>11}{'first 20':>11}{'up to date':>12}"
+                  f"{'exact scan':>12}{'behind ÷':>10}{'up to date ÷':>14}")
+            for word, b in behind.items():
+                print(f"{word:<10}{b.ranked.total:>9}{b.ranked_s * 1000:>10.1f} ms{b.bare_s * 1000:>8.1f} ms"
+                      f"{b.first_s * 1000:>8.1f} ms{b.current_s * 1000:>9.1f} ms{b.scan_s * 1000:>9.1f} ms"
+                      f"{b.ranked_s / b.scan_s:>10.3f}{b.current_s / b.scan_s:>14.3f}")
+            print("behind answers = up-to-date answers (sessions, match counts, best records, scores): yes")
     return 0 if same else 1
 
 
