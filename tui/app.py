@@ -17,6 +17,7 @@ help, the filter box) is imported only when used.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import sys
 import threading
@@ -34,7 +35,7 @@ from store.mothx.db import OpenMode
 from tui import actions
 from tui.app_keys import AppKeys
 from tui.background import BackgroundWork
-from tui.context import OpensWithStore
+from tui.context import OpensWithStore, ShowsSessionList
 from tui.formatting import tildify
 from tui.lifecycle import (
     QUIT_WAIT_S,
@@ -100,6 +101,20 @@ the rows instead of "Opening…" drawn moments before them; a slower opening (th
 builds the list cache) shows "Opening…" first."""
 
 
+_heap_frozen = False
+
+
+def freeze_startup_heap() -> None:
+    """Put what start-up has built so far (modules, classes, functions, kept for the life of the process) out of
+    the cyclic garbage collector's reach, once per process (:func:`gc.freeze`). Otherwise the first full collection
+    comes during the first frame and walks all of it: tens of milliseconds, most of the time a screen's first paint
+    spends in Python beyond a minimal Textual app's."""
+    global _heap_frozen
+    if not _heap_frozen:
+        _heap_frozen = True
+        gc.freeze()
+
+
 def first_run_marker() -> Path:
     """A file in the user data folder whose presence says the app has run before for this user."""
     from store.paths import data_dir
@@ -145,6 +160,7 @@ class SessionscopeApp(BackgroundWork, AppKeys, App[object]):
         live: bool | None = None,
         start: Start | None = None,
     ) -> None:
+        freeze_startup_heap()
         super().__init__()
         self.start = start or Start()
         """The first screen's section (``--section``); the Sessions screen by default."""
@@ -323,12 +339,10 @@ class SessionscopeApp(BackgroundWork, AppKeys, App[object]):
             old.close()
         self.location = tildify(message.sd.root)
         self.badge = badge_text(message.sd.mode.badge, message.sd.writable)
-        from tui.screens.sessions import SessionsScreen
-
         first_page = message.first_page
         for screen in self.screen_stack:
             # A screen not mounted yet attaches itself when it mounts (it takes app.sd and app.first_page).
-            if isinstance(screen, SessionsScreen) and screen.is_mounted:
+            if isinstance(screen, ShowsSessionList) and screen.is_mounted:
                 screen.attach(message.sd, first_page=first_page)
                 first_page = None
         self.first_page = None if first_page is None else (message.sd, first_page)

@@ -122,6 +122,15 @@ class OpensWithStore:
         raise NotImplementedError
 
 
+class ShowsSessionList:
+    """The Sessions screen, as the app sees it when the store opens (the app need not import the screen for that:
+    another section's first screen paints without it)."""
+
+    def attach(self, sd: SessionDir, first_page: SessionPage | None = None) -> None:
+        """Show the sessions of ``sd``; ``first_page`` is the first window of the default query, if read already."""
+        raise NotImplementedError
+
+
 async def opened_store(screen: Screen[Any]) -> tuple[SessionDir | None, object | None]:
     """For a screen's mount: the open store (awaiting the first opening a moment, so that the first frame has the
     rows) and the first page the opening worker read for it, if any."""

@@ -23,7 +23,7 @@ from textual.widgets import Static
 
 from tui import actions
 from tui.clipboard import copy
-from tui.context import services
+from tui.context import ShowsSessionList, services
 from tui.formatting import describe_error
 from tui.lifecycle import ReportsWorkerFailures
 from tui.live import LiveChanged
@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from tui.widgets.native_session_list import AgentSessionList
 
 
-class SessionsScreen(RepairFlow, ReportsWorkerFailures, Screen[None]):
+class SessionsScreen(ShowsSessionList, RepairFlow, ReportsWorkerFailures, Screen[None]):
     """Sessions: a Line-API list of every session, with a live filter, sort keys and facets."""
 
     CSS_PATH = Path(__file__).with_name("sessions.tcss")  # absolute: subclasses in other folders keep it
