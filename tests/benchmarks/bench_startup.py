@@ -95,8 +95,8 @@ class Bench(SessionscopeApp):
         if lists and lists.first().visible_rows():
             self.wait_rows.stop()
             import tui.screens.transcript  # imported before the clock starts: both sides pay it alike
-            self.call_after_refresh(self.start)
-    def start(self) -> None:
+            self.call_after_refresh(self.begin)
+    def begin(self) -> None:
         global started
         started = time.perf_counter()
         self.open_transcript(sys.argv[2])

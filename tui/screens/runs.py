@@ -208,7 +208,13 @@ class RunsScreen(OpensWithStore, RepairFlow, ReportsWorkerFailures, Screen[None]
     def attach(self, sd: SessionDir, first_page: RunsPage | None = None) -> None:
         """Show the runs of ``sd``; ``first_page`` is the first read of this screen's scope, when done already."""
         self.sd = sd
-        self.query_one(RunList).show(sd, self.scope, first_page=first_page)
+        run_list = self.query_one(RunList)
+        run_list.show(sd, self.scope, first_page=first_page)
+        if first_page is not None and run_list.loaded:
+            # The rows are here: the same frame shows the counts and the selected run's facts (the messages
+            # saying so arrive after that frame and then change nothing).
+            self._show_counts()
+            self._show_selected(run_list.selected)
 
     # --- helpers ----------------------------------------------------------------------------------------------
 
@@ -264,9 +270,11 @@ class RunsScreen(OpensWithStore, RepairFlow, ReportsWorkerFailures, Screen[None]
 
     @on(RowList.Highlighted, "#runs")
     def _selected(self, message: RowList.Highlighted) -> None:
+        self._show_selected(message.row)
+
+    def _show_selected(self, row: RunRow | None) -> None:
         facts = self.query_one(RunFacts)
         timeline = self.query_one(RunTimeline)
-        row: RunRow | None = message.row
         old = facts.row
         facts.show(row)
         if self.sd is None:

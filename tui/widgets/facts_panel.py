@@ -44,6 +44,8 @@ class FactsPanel(Widget, Generic[R]):
         return float(clock()) if clock is not None else time.time()
 
     def show(self, row: R | None) -> None:
+        if row is not None and row is self.row:
+            return  # the same row object: nothing to draw again
         self.row = row
         self.refresh()
 

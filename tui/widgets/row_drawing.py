@@ -1,7 +1,7 @@
 """Drawing a :class:`tui.widgets.row_list.RowList`: its resolved styles, its geometry, and ``render_line``.
 
 Only the lines on screen are drawn (the Line API); each row's strip is kept in an LRU cache keyed by the row's
-ident, cursor, mark and width, dropped on resize, focus, theme and data changes. The column layout is fitted once
+ident, cursor, mark and width, dropped on focus, theme and data changes. The column layout is fitted once
 per width. The strips themselves are made by :mod:`tui.widgets.row_strips`.
 """
 
@@ -43,8 +43,8 @@ class RowDrawing(RowListState[T]):
         self._strips.clear()
 
     def on_resize(self, event: events.Resize) -> None:
-        self._layout = None
-        self._strips.clear()
+        # The column layout and the strips are keyed by width: nothing drawn goes stale with the size (the first
+        # resize, from no size to the first one, then does not draw the first frame's rows again).
         self._set_virtual_size()
         self.call_after_refresh(self._read_edges)
 

@@ -11,8 +11,8 @@ importable from this module.
 The widget owns the rest: the header line, the cursor and its keys, paging, clicks (a click moves the cursor,
 a double click or ``enter`` posts :class:`RowList.Selected`), :class:`RowList.Highlighted` when the cursor's
 row changes, the styles (component classes ``row-list--*`` using theme variables; nothing assumes a colour is
-set, so ``NO_COLOR`` works), a strip cache (:class:`textual.cache.LRUCache`, dropped on resize, focus, theme
-and data changes), rows marked as changed for one refresh (:meth:`RowList.mark_changed`), live re-reads of
+set, so ``NO_COLOR`` works), a strip cache (:class:`textual.cache.LRUCache` keyed by width too, dropped on focus,
+theme and data changes), rows marked as changed for one refresh (:meth:`RowList.mark_changed`), live re-reads of
 named rows (:meth:`RowList.refresh_rows`) and :meth:`RowList.reload` keeping the cursor on the same row.
 
 Reading. Pages are read in a thread worker (``exclusive`` in its group: a newer read cancels an older one)
