@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -173,6 +172,7 @@ def parse_keymap(table: object, source: str) -> tuple[dict[str, str], list[str]]
 def parse(text: str, path: Path) -> Config:
     """The configuration in ``text`` (the contents of ``path``), checked key by key."""
     source = str(path)
+    import tomllib  # (only when there is a file to read: not on every start-up)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -220,6 +220,7 @@ def _read_legacy(folder: Path) -> tuple[dict[str, object], list[str], list[Path]
         except OSError as exc:
             problems.append(f"{path} cannot be read ({one_line(exc.strerror or exc)}); it was not migrated.")
             continue
+        import tomllib  # (only when there is a file to read: not on every start-up)
         try:
             table = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
@@ -290,6 +291,7 @@ def _raw(path: Path) -> dict[str, object]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
+    import tomllib  # (only when there is a file to read: not on every start-up)
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

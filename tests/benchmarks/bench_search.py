@@ -1,6 +1,6 @@
 """Benchmark: ranked full-text search on the large directory, side by side with the sqlite3 LIKE scan, in one run.
 
-    .venv/bin/python tests/benchmarks/bench_search.py [--repeat N] [--keep-cache]
+    .venv/bin/python tests/benchmarks/bench_search.py [--repeat N] [--skip-incremental]
 
 On the generated directory (20,000 sessions, 1,000,000 entries; ``generate.ensure_large_dir``) it prints:
 
