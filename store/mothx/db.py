@@ -314,7 +314,7 @@ def open_database(path: Path, mode: OpenMode, *, create: bool = False, foreign_k
     # A database this open creates (or an empty file it was asked to make one): WAL from the first page.
     new_file = create and (not exists or (not in_use(path) and path.stat().st_size == 0))
     if exists and mode is OpenMode.READ_WRITE:
-        check_companions(path, head)
+        check_companions(path, head, creating=create)
     private: Path | None = None
     try:
         for attempt in range(PROTOCOL_RETRIES + 1):

@@ -8,6 +8,7 @@ import os
 import stat
 import struct
 import threading
+import time
 from pathlib import Path
 
 from store.errors import DatabaseCorrupt, StoreError
@@ -171,12 +172,44 @@ def journal_problem(head: bytes, page_size: int | None) -> str:
     return ""
 
 
-def check_companions(path: Path, head: bytes | None = None) -> None:
+CREATING_WAIT_S = 5.0
+"""How long an open that may create the database waits for a companion of a database another process is
+creating at that moment (its first write goes through a rollback journal before the file turns to WAL)."""
+
+
+def being_created(path: Path) -> bool:
+    """The database at ``path`` is empty or holds only its first page: another process may be creating it."""
+    if in_use(path):
+        return False  # ours: not being created by another process (and reading it would drop our locks)
+    try:
+        head = read_head(path)
+    except (OSError, StoreError):
+        return False
+    return len(head) < 32 or int.from_bytes(head[28:32], "big") <= 1
+
+
+def check_companions(path: Path, head: bytes | None = None, *, creating: bool = False) -> None:
     """Refuse (:class:`StoreError`) a read-write open beside a ``-wal`` or ``-journal`` SQLite would destroy.
 
     ``head``: the database's first bytes, for its page size (read here when None). Only the companions are
     read, never changed. The ``-shm`` is SQLite's scratch index, rebuilt from the ``-wal`` whenever needed.
+    ``creating``: the open may create the database; while the file is still empty or one page long, a
+    companion that fails the check is taken for the one of another process creating it at this moment, and
+    looked at again until it is gone (at most :data:`CREATING_WAIT_S`, then refused as any other).
     """
+    deadline = time.monotonic() + CREATING_WAIT_S
+    while True:
+        try:
+            _check_companions(path, head)
+            return
+        except StoreError:
+            if not creating or time.monotonic() >= deadline or not being_created(path):
+                raise
+        time.sleep(0.01)
+        head = None
+
+
+def _check_companions(path: Path, head: bytes | None) -> None:
     if head is None:
         head = b"" if in_use(path) else read_head(path)
     page_size = _page_size(head) if len(head) >= 100 else None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from store.errors import ReadOnlyStore, StoreError
 from store.mothx.db import Database, OpenMode, open_database
-from store.mothx.db_files import check_companions
+from store.mothx.db_files import being_created, check_companions
 from store.mothx.schema import SchemaInfo, create_v43, inspect_schema
 from store.paths import DatabaseLocation, resolve_location
 
@@ -120,7 +120,11 @@ def _inspect(db: Database, *, create: bool) -> SchemaInfo:
 
 def _open_read_write(location: DatabaseLocation, notices: list[str], create: bool) -> SessionDir:
     db_file = location.db_file
-    check_companions(db_file)  # before anything reads them: a -wal SQLite would delete is refused first
+    check_companions(db_file, creating=create)  # before anything reads them: a -wal SQLite would delete is refused first
+    if create and being_created(db_file):
+        # Empty or one page long: another process may be creating it right now (two first captures), and a read
+        # probe would race with its first write. Its tables, if any, are looked at under the write lock.
+        return _create(location, notices)
     probe = open_database(db_file, OpenMode.READ_ONLY)  # writes nothing, creates no file (see db._open_read)
     try:
         schema = _inspect(probe, create=create)
