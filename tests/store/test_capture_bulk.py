@@ -58,6 +58,9 @@ CASES: dict[str, list[bytes]] = {
     "an unknown block with a space": [rec(1), json.dumps({"type": "assistant", "message": {
         "content": [{"type": "odd block", "text": "a b"}]}}, separators=(",", ":")).encode(), rec(3)],
     "a scalar record": [rec(1), b'"just a string"', b"42", rec(3)],
+    "a record across two lines": [rec(1), b'{"type":"user",', b'"uuid":"x"}', rec(3)],
+    "an array across two lines": [rec(1), b"[1,", b"2]", rec(3)],
+    "a value followed by another on its line": [rec(1), b'{"a":1}"b"', b"1 2", rec(3)],
 }
 
 
@@ -94,6 +97,11 @@ def test_bulk_tail_refuses_what_it_cannot_prove() -> None:
     assert capture_scan.bulk_tail(rec(1) + b"\n" + rec(2), None) is None  # the last line has no newline yet
     assert capture_scan.bulk_tail(b'{"a": 1}\n', None) is None
     assert capture_scan.bulk_tail(b'{"a":"x y"}\n', None) == ([b'{"a":"x y"}'], [11], None)
+    # each value is scanned in place in the whole text: one that runs on past its line's newline is refused
+    assert capture_scan.bulk_tail(b'{"a":1,\n"b":2}\n', None) is None
+    assert capture_scan.bulk_tail(b'{"a":1,\n"b":2}\n', capture_scan.FastDrift("claude-code")) is None
+    assert capture_scan.bulk_tail(b'[1,\n2]\n{"a":1}\n', None) is None
+    assert capture_scan.bulk_tail(b'1\n2\n', None) == ([b"1", b"2"], [1, 1], None)
 
 
 def test_an_appended_compact_tail_after_a_capture(tmp_path: Path, sd: SessionDir) -> None:
