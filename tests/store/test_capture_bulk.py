@@ -61,6 +61,13 @@ CASES: dict[str, list[bytes]] = {
     "a record across two lines": [rec(1), b'{"type":"user",', b'"uuid":"x"}', rec(3)],
     "an array across two lines": [rec(1), b"[1,", b"2]", rec(3)],
     "a value followed by another on its line": [rec(1), b'{"a":1}"b"', b"1 2", rec(3)],
+    "drift of every kind between plain records, versions changing": [
+        rec(1), rec(2, extra={"version": "2.2.0"}), rec(3, extra={"type": "brand-new"}),
+        rec(4, extra={"version": None}), rec(5, extra={"type": ["not", "a", "name"]}), rec(6, extra={"type": 7}),
+        rec(7, extra={"newField": 1, "version": "2.3 rc"}), rec(8, extra={"version": ""}),
+        json.dumps({"type": "assistant", "version": "2.4.0", "message": {"content": [
+            {"type": "text", "text": "a"}, {"type": "new_block"}, "bare", {"type": 3}]}}, separators=(",", ":")).encode(),
+        rec(9), b'{"message":{"content":[{"type":"text"}]}}', b'{"type":"queue-operation","message":"x"}', rec(10)],
 }
 
 
@@ -91,6 +98,30 @@ def test_the_bulk_tail_equals_the_line_by_line_scan(case: str, tmp_path: Path,
         assert capture_scan.bulk_tail(path.read_bytes(), None) is not None  # really the bulk path
     if "with a space" in case:
         assert any(" " in line for line in fast_drift) and not any("\x7f" in line for line in fast_drift)
+
+
+def test_bulk_drift_of_real_records_equals_the_counter_fed_line_by_line(real_fixtures: Path) -> None:
+    """The bulk loop tallies plain Claude Code records itself: on the real transcripts (compacted), its counts
+    are those of :class:`DriftCounter` fed each record, file by file."""
+    from store.agents.native_drift import DriftCounter
+
+    files = sorted((real_fixtures / "claude-code").rglob("*.jsonl"))
+    bulk = capture_scan.FastDrift("claude-code")
+    plain = DriftCounter("claude-code")
+    for path in files:
+        lines = [json.dumps(json.loads(raw), ensure_ascii=False, separators=(",", ":")).encode()
+                 for raw in path.read_bytes().splitlines() if raw.strip()]
+        if not lines:
+            continue
+        bulk.start_file()
+        plain.start_file()
+        found = capture_scan.bulk_tail(b"".join(line + b"\n" for line in lines), bulk)
+        assert found is not None, path.name
+        bulk.merge_marked(found[2])  # type: ignore[arg-type]
+        for line in lines:
+            plain.feed(line)
+    assert bulk.by_version == plain.by_version and bulk.report() == plain.report()
+    assert sum(d.records for d in bulk.by_version.values()) > 150
 
 
 def test_bulk_tail_refuses_what_it_cannot_prove() -> None:
