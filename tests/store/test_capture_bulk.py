@@ -219,3 +219,19 @@ def test_a_new_checkpoint_file_has_16_kib_pages(tmp_path: Path, sd: SessionDir) 
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("digest, ok", [("ab" * 32, True), ("AB" * 32, False), ("ab" * 31 + "a", False),
+                                        ("ab" * 31 + "ag", False), ("g" + "a" * 63, False), ("ab" * 32 + "a", False),
+                                        (" " + "a" * 63, False), ("", False)])
+def test_a_file_digest_must_be_64_lowercase_hex_characters(digest: str, ok: bool) -> None:
+    from store.agents.checkpoint_records import header_problem
+
+    state = agentstate.PersistedSessionState(
+        agent_id="claude-code", agent_session_id=SID, through_run_id="00000000-0000-4000-8000-000000000001",
+        cwd="/w", transcript_path=REL, runtime_fencing_token=1, file_count=1, record_count=2,
+        files=(agentstate.PersistedSessionStateFile(REL, 2, digest),))
+    problem = header_problem(state)
+    assert (problem is None) == ok, problem
+    if not ok:
+        assert problem is not None and "64 lowercase hex" in problem
