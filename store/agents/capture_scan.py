@@ -273,6 +273,9 @@ def bulk_tail(data: bytes, drift: FastDrift | None) -> tuple[list[bytes], list[i
     DEL before parsing: the marked line parses if and only if the line is valid JSON with no space outside
     its strings, i.e. compact. Strings in the parsed values then hold DEL for space; only the drift counter
     reads them (``drift``, fed with the values), and it gets its spaces back in :meth:`FastDrift.merge_marked`.
+    The values are scanned in place in the whole marked text (no list of line strings), each required to end
+    right before its line's newline: the scanner passes over a newline between the tokens of an object or
+    array, so a value that runs on into the next line ends somewhere else and the tail is refused.
     """
     if not data.endswith(b"\n") or b"\x7f" in data or b"\t" in data or b"\r" in data:
         return None
@@ -287,24 +290,29 @@ def bulk_tail(data: bytes, drift: FastDrift | None) -> tuple[list[bytes], list[i
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    marked = (text.replace(" ", MARK) if b" " in data else text).split("\n")
-    marked.pop()
+    marked = text.replace(" ", MARK) if b" " in data else text
     scan = _SCAN
     part = None if drift is None else FastDrift(drift.agent, version=drift.version)
+    pos = 0  # the values are scanned in place, each to be followed by its line's newline
     try:
         if part is None:
-            for line in marked:
-                if scan(line, 0)[1] != len(line):
+            for _ in sizes:
+                end = scan(marked, pos)[1]
+                if marked[end] != "\n":
                     return None
+                pos = end + 1
         else:
             feed = part._codex if part.agent == AGENT_CODEX else part._claude  # noqa: SLF001 - its own reduction
-            for line, size in zip(marked, sizes, strict=True):
-                value, end = scan(line, 0)
-                if end != len(line):
+            for size in sizes:
+                value, end = scan(marked, pos)
+                if marked[end] != "\n":
                     return None
+                pos = end + 1
                 if size <= _DRIFT_RECORD_BYTES and isinstance(value, dict):
                     feed(value)
-    except (StopIteration, ValueError, RecursionError):
+    except (StopIteration, ValueError, RecursionError, IndexError):
+        return None
+    if pos != len(marked):
         return None
     return lines, sizes, part
 

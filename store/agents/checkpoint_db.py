@@ -58,7 +58,8 @@ def state_db_path(sd: SessionDir) -> Path:
 
 
 def schema_sql() -> str:
-    """The checkpoint file's layout (``store/sql/agentstate_v1.sql``)."""
+    """The checkpoint file's layout as the table classes compile it (a new file is created from the same DDL,
+    kept in ``store/sql/agentstate_v<version>.sqlite.sql``)."""
     return checkpoint_schema.schema_sql()
 
 

@@ -121,7 +121,7 @@ def is_uuid(value: str) -> bool:
 
 
 def _is_hex64(value: str) -> bool:
-    return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    return len(value) == 64 and not value.strip("0123456789abcdef")  # every character stripped: all hex
 
 
 def bounded_text(value: str, name: str, limit: int) -> str | None:

@@ -58,6 +58,16 @@ CASES: dict[str, list[bytes]] = {
     "an unknown block with a space": [rec(1), json.dumps({"type": "assistant", "message": {
         "content": [{"type": "odd block", "text": "a b"}]}}, separators=(",", ":")).encode(), rec(3)],
     "a scalar record": [rec(1), b'"just a string"', b"42", rec(3)],
+    "a record across two lines": [rec(1), b'{"type":"user",', b'"uuid":"x"}', rec(3)],
+    "an array across two lines": [rec(1), b"[1,", b"2]", rec(3)],
+    "a value followed by another on its line": [rec(1), b'{"a":1}"b"', b"1 2", rec(3)],
+    "drift of every kind between plain records, versions changing": [
+        rec(1), rec(2, extra={"version": "2.2.0"}), rec(3, extra={"type": "brand-new"}),
+        rec(4, extra={"version": None}), rec(5, extra={"type": ["not", "a", "name"]}), rec(6, extra={"type": 7}),
+        rec(7, extra={"newField": 1, "version": "2.3 rc"}), rec(8, extra={"version": ""}),
+        json.dumps({"type": "assistant", "version": "2.4.0", "message": {"content": [
+            {"type": "text", "text": "a"}, {"type": "new_block"}, "bare", {"type": 3}]}}, separators=(",", ":")).encode(),
+        rec(9), b'{"message":{"content":[{"type":"text"}]}}', b'{"type":"queue-operation","message":"x"}', rec(10)],
 }
 
 
@@ -90,10 +100,39 @@ def test_the_bulk_tail_equals_the_line_by_line_scan(case: str, tmp_path: Path,
         assert any(" " in line for line in fast_drift) and not any("\x7f" in line for line in fast_drift)
 
 
+def test_bulk_drift_of_real_records_equals_the_counter_fed_line_by_line(real_fixtures: Path) -> None:
+    """The bulk loop tallies plain Claude Code records itself: on the real transcripts (compacted), its counts
+    are those of :class:`DriftCounter` fed each record, file by file."""
+    from store.agents.native_drift import DriftCounter
+
+    files = sorted((real_fixtures / "claude-code").rglob("*.jsonl"))
+    bulk = capture_scan.FastDrift("claude-code")
+    plain = DriftCounter("claude-code")
+    for path in files:
+        lines = [json.dumps(json.loads(raw), ensure_ascii=False, separators=(",", ":")).encode()
+                 for raw in path.read_bytes().splitlines() if raw.strip()]
+        if not lines:
+            continue
+        bulk.start_file()
+        plain.start_file()
+        found = capture_scan.bulk_tail(b"".join(line + b"\n" for line in lines), bulk)
+        assert found is not None, path.name
+        bulk.merge_marked(found[2])  # type: ignore[arg-type]
+        for line in lines:
+            plain.feed(line)
+    assert bulk.by_version == plain.by_version and bulk.report() == plain.report()
+    assert sum(d.records for d in bulk.by_version.values()) > 150
+
+
 def test_bulk_tail_refuses_what_it_cannot_prove() -> None:
     assert capture_scan.bulk_tail(rec(1) + b"\n" + rec(2), None) is None  # the last line has no newline yet
     assert capture_scan.bulk_tail(b'{"a": 1}\n', None) is None
     assert capture_scan.bulk_tail(b'{"a":"x y"}\n', None) == ([b'{"a":"x y"}'], [11], None)
+    # each value is scanned in place in the whole text: one that runs on past its line's newline is refused
+    assert capture_scan.bulk_tail(b'{"a":1,\n"b":2}\n', None) is None
+    assert capture_scan.bulk_tail(b'{"a":1,\n"b":2}\n', capture_scan.FastDrift("claude-code")) is None
+    assert capture_scan.bulk_tail(b'[1,\n2]\n{"a":1}\n', None) is None
+    assert capture_scan.bulk_tail(b'1\n2\n', None) == ([b"1", b"2"], [1, 1], None)
 
 
 def test_an_appended_compact_tail_after_a_capture(tmp_path: Path, sd: SessionDir) -> None:
@@ -180,3 +219,19 @@ def test_a_new_checkpoint_file_has_16_kib_pages(tmp_path: Path, sd: SessionDir) 
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("digest, ok", [("ab" * 32, True), ("AB" * 32, False), ("ab" * 31 + "a", False),
+                                        ("ab" * 31 + "ag", False), ("g" + "a" * 63, False), ("ab" * 32 + "a", False),
+                                        (" " + "a" * 63, False), ("", False)])
+def test_a_file_digest_must_be_64_lowercase_hex_characters(digest: str, ok: bool) -> None:
+    from store.agents.checkpoint_records import header_problem
+
+    state = agentstate.PersistedSessionState(
+        agent_id="claude-code", agent_session_id=SID, through_run_id="00000000-0000-4000-8000-000000000001",
+        cwd="/w", transcript_path=REL, runtime_fencing_token=1, file_count=1, record_count=2,
+        files=(agentstate.PersistedSessionStateFile(REL, 2, digest),))
+    problem = header_problem(state)
+    assert (problem is None) == ok, problem
+    if not ok:
+        assert problem is not None and "64 lowercase hex" in problem

@@ -92,3 +92,34 @@ def test_fresh_store_equals_upgraded_version_1(tmp_path: Path, store_url: str | 
             pg_execute(url, "DROP SCHEMA public CASCADE")  # the same database holds the upgraded store next
             pg_execute(url, "CREATE SCHEMA public")
     assert layouts[0] and layouts[0] == layouts[1]
+
+
+def test_frozen_ddl_is_what_the_classes_compile_to() -> None:
+    """A new store is created from store/sql/agentstate_v<N>.<engine>.sql (no SQLModel import): each file must
+    be the DDL the table classes compile to. Regenerate them with ``python -m store.agents.checkpoint_schema``."""
+    from store.agents.checkpoint_schema import frozen_ddl
+    from store.agents.checkpoint_tables import ddl
+
+    for dialect in ("sqlite", "postgresql"):
+        assert frozen_ddl(dialect) == ddl(dialect), f"regenerate the frozen {dialect} DDL"
+
+
+def test_creating_a_store_does_not_import_sqlmodel(tmp_path: Path) -> None:
+    """Creating the SQLite file (a first capture's open) runs the frozen DDL: SQLModel stays unimported."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from store.agents import agentstate\n"
+        "from store.mothx.sessiondir import open_session_dir\n"
+        f"with open_session_dir(Path({str(tmp_path / 'sd')!r}), create=True) as sd:\n"
+        "    db = agentstate.open_state_db(sd, create=True)\n"
+        "    assert db is not None\n"
+        "    db.close()\n"
+        "print('sqlmodel' in sys.modules, 'sqlalchemy' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+    assert (tmp_path / "sd" / "sessionscope" / "agent-state.db").exists()
