@@ -64,9 +64,20 @@ def _open(db: Path) -> SessionDir:
 
 
 def _ids(db: Path, sql: str) -> list[str]:
+    """The text ids ``sql`` selects (a corrupted text cell may hold bytes that are not UTF-8: left out, not
+    raised; a blob is left out as before)."""
     conn = sqlite3.connect(db)
+    conn.text_factory = lambda raw: raw.decode("utf-8", "surrogateescape")
+    out: list[str] = []
     try:
-        return [r[0] for r in conn.execute(sql) if isinstance(r[0], str)]
+        for (value, *_rest) in conn.execute(sql):
+            if isinstance(value, str):
+                try:
+                    value.encode("utf-8")
+                except UnicodeEncodeError:  # it held bytes that are not UTF-8
+                    continue
+                out.append(value)
+        return out
     finally:
         conn.close()
 
