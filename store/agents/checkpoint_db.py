@@ -58,7 +58,8 @@ def state_db_path(sd: SessionDir) -> Path:
 
 
 def schema_sql() -> str:
-    """The checkpoint file's layout (``store/sql/agentstate_v1.sql``)."""
+    """The script that creates a new, empty checkpoint file at the current layout version, compiled from the
+    SQLModel table classes of :mod:`store.agents.checkpoint_tables` (the layout's one definition)."""
     return checkpoint_schema.schema_sql()
 
 
