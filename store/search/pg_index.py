@@ -168,10 +168,15 @@ def unusable(conn: PgConnection) -> str:
     return ""
 
 
+_RECENT = ("(SELECT session_id, file_path, line_number, search_xid, content FROM agent_state_lines "
+           "WHERE search_xid >= ? OFFSET 0)")
+"""The lines past a watermark, read through the BRIN index on their own (``OFFSET 0``: never merged into a
+join, where the planner, whose statistics lag behind a bulk capture, would walk the whole key index instead:
+25 ms on an up-to-date store of 55,000 lines against 0.3 ms)."""
 _NEWER = (
-    "SELECT l.session_id, l.file_path, l.line_number, l.content, s.session_id IS NOT NULL FROM agent_state_lines l "
+    f"SELECT l.session_id, l.file_path, l.line_number, l.content, s.session_id IS NOT NULL FROM {_RECENT} l "
     "LEFT JOIN agent_state_search s ON s.session_id = l.session_id AND s.file_path = l.file_path "
-    "AND s.line_number = l.line_number WHERE l.search_xid >= ? AND s.line_xid IS DISTINCT FROM l.search_xid"
+    "AND s.line_number = l.line_number WHERE s.line_xid IS DISTINCT FROM l.search_xid"
 )
 _EVERY = "SELECT session_id, file_path, line_number, content, FALSE FROM agent_state_lines"
 
@@ -432,9 +437,9 @@ def behind_scan(conn: PgConnection, query: str | None, pattern: str | None, mark
     _recent_only(conn)
     rows = conn.execute(
         "WITH n AS MATERIALIZED (SELECT l.session_id, l.file_path, l.line_number, s.session_id IS NOT NULL AS held, "
-        f"{hit} AS hit FROM agent_state_lines l LEFT JOIN agent_state_search s ON s.session_id = l.session_id "
+        f"{hit} AS hit FROM {_RECENT} l LEFT JOIN agent_state_search s ON s.session_id = l.session_id "
         "AND s.file_path = l.file_path AND s.line_number = l.line_number "
-        f"WHERE l.search_xid >= ? AND s.line_xid IS DISTINCT FROM l.search_xid){ranked_part}, "
+        f"WHERE s.line_xid IS DISTINCT FROM l.search_xid){ranked_part}, "
         "e AS (SELECT DISTINCT ON (session_id) session_id, file_path, line_number, "
         "count(*) OVER (PARTITION BY session_id) AS k FROM n WHERE hit ORDER BY session_id, file_path, line_number) "
         "SELECT u.kind, u.rank, ss.agent_session_id, u.line_number, u.k, ss.agent_id, u.file_path, u.session_id "
