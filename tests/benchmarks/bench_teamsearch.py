@@ -177,6 +177,43 @@ def best_of(fn: Callable[[], SearchResult], runs: int = 3) -> tuple[float, Searc
     return best, out
 
 
+def never_built(url: str, folder: Path) -> dict[str, tuple[float, float, float, float, str]]:
+    """PostgreSQL, the index never built, read mode: the search (the ILIKE scan, more records than a read mode
+    ranks itself), the bare ILIKE grouping, that grouping ranked on the fly by ``ts_rank_cd`` over PostgreSQL's
+    own ``to_tsvector`` of each matching record, and ``to_tsvector`` of every record matched against the query
+    (what "ranked without an index" would cost; it also finds other records, its parser's words)."""
+    from store.agents.checkpoint_engine import PgStore
+
+    grouping = ("SELECT DISTINCT ON (session_id) session_id, line_number FROM ({rows}) x "
+                "ORDER BY session_id, r DESC, file_path, line_number")
+    like = "SELECT session_id, file_path, line_number, 0 AS r FROM agent_state_lines WHERE content ILIKE ?"
+    ranked = ("SELECT session_id, file_path, line_number, ts_rank_cd(to_tsvector('simple', content), "
+              "plainto_tsquery('simple', ?), 1) AS r FROM agent_state_lines WHERE content ILIKE ?")
+    every = ("SELECT session_id, file_path, line_number, ts_rank_cd(v, q, 1) AS r FROM (SELECT session_id, file_path, "
+             "line_number, to_tsvector('simple', content) AS v, plainto_tsquery('simple', ?) AS q "
+             "FROM agent_state_lines) y WHERE v @@ q")
+    out = {}
+    store = PgStore(url, OpenMode.READ_ONLY)
+    try:
+        with open_session_dir(folder, OpenMode.READ_ONLY) as sd:
+            for word in (COMMON, RARE):
+                search_s, result = best_of(lambda w=word: search(sd, w, captured=True, limit=None))
+                with store.read() as conn:
+                    times = []
+                    for sql, params, runs in ((like, (f"%{word}%",), 3), (ranked, (word, f"%{word}%"), 3),
+                                              (every, (word,), 1)):
+                        best = float("inf")
+                        for _ in range(runs):
+                            t0 = time.perf_counter()
+                            conn.execute(grouping.format(rows=sql), params).fetchall()
+                            best = min(best, time.perf_counter() - t0)
+                        times.append(best)
+                out[word] = (search_s, times[0], times[1], times[2], result.source)
+    finally:
+        store.close()
+    return out
+
+
 def run_engine(name: str, url: str | None, root: Path, work: Path) -> dict[str, object]:
     use_store(url)
     try:
@@ -185,13 +222,15 @@ def run_engine(name: str, url: str | None, root: Path, work: Path) -> dict[str, 
             t0 = time.perf_counter()
             capture_claude_code(sd, root)
             capture_s = time.perf_counter() - t0
+        unbuilt = never_built(url, folder) if url is not None else {}
+        with open_session_dir(folder) as sd:
             t0 = time.perf_counter()
             if url is None:
                 refresh(sd, captured=True)
             else:
                 refresh_team(sd)
             build_s = time.perf_counter() - t0
-        out: dict[str, object] = {"capture": capture_s, "build": build_s}
+        out: dict[str, object] = {"capture": capture_s, "build": build_s, "unbuilt": unbuilt}
         with open_session_dir(folder, OpenMode.READ_WRITE) as sd:
             for word in (COMMON, RARE):
                 def ranked(w: str = word) -> SearchResult:
@@ -253,6 +292,12 @@ def main(argv: list[str] | None = None) -> int:
                 views.append(sorted((h.agent_id, h.session_id, h.matches) for h in t.ranked.hits))
                 assert t.ranked.source == "index" and t.scan.source == "like", (t.ranked.source, t.scan.source)
             same = same and all(v == views[0] for v in views)
+        for word, (search_s, like_s, ranked_s, every_s, source) in \
+                results.get("postgresql", {}).get("unbuilt", {}).items():  # type: ignore[union-attr]
+            print(f"postgresql, index never built, read mode, '{word}': search {search_s * 1000:.1f} ms ({source}); "
+                  f"ILIKE grouping {like_s * 1000:.1f} ms; ranked by ts_rank_cd(to_tsvector) over its hits "
+                  f"{ranked_s * 1000:.1f} ms = {ranked_s / like_s:.2f}× the ILIKE; to_tsvector of every record "
+                  f"{every_s * 1000:.1f} ms = {every_s / like_s:.2f}×")
         if "postgresql" not in results:
             print("postgresql: skipped (no server: pass --pg URL or install the PostgreSQL server binaries)")
         else:
