@@ -22,7 +22,7 @@ from store.search import pg_index as cs
 from store.search import tokens as tok
 from store.search.query import parse
 from store.search.team import refresh_team
-from tests.pg import pg_cluster, pg_execute, pg_url  # noqa: F401 - fixtures
+from tests.pg import pg_cluster, pg_dump, pg_execute, pg_url  # noqa: F401 - fixtures
 from tests.store.test_search import FTS_SYNTAX, HOSTILE, _forget  # noqa: F401 - the registry reset
 
 TEXTS = [
@@ -157,6 +157,7 @@ def test_read_mode_never_writes_and_falls_back(both: tuple[Path, Path, str, Path
     use_store(url)
     before = pg_execute(url, "SELECT count(*) FROM agent_state_search")
     lines = pg_execute(url, "SELECT count(*) FROM agent_state_lines")[0][0]
+    dump = pg_dump(url)
     with open_session_dir(team, OpenMode.READ_ONLY) as sd:
         # An index never built, a small store: every record cut into the index's words and ranked by PostgreSQL.
         unbuilt = {text: search(sd, text, captured=True, limit=None) for text in QUERIES}
@@ -169,6 +170,7 @@ def test_read_mode_never_writes_and_falls_back(both: tuple[Path, Path, str, Path
         assert r.source == LIKE and "never built" in r.reason and "too many to rank" in r.reason and r.total == 2
         assert r.hits[0].snippet.spans and r.hits[0].file_path.endswith(".jsonl")
         monkeypatch.undo()
+    assert pg_dump(url) == dump
     assert pg_execute(url, "SELECT count(*) FROM agent_state_search") == before == [(0,)]
     assert pg_execute(url, "SELECT count(*) FROM agent_state_meta WHERE name = 'search_watermark'") == [(0,)]
     use_store(None)
@@ -183,6 +185,16 @@ def test_read_mode_never_writes_and_falls_back(both: tuple[Path, Path, str, Path
             r = search(sd, text, captured=True, limit=None)
             assert (r.source, r.reason, r.exact) == (INDEX, "", 0), text
             assert [h[:9] for h in r.hits] == [h[:9] for h in unbuilt[text].hits], text
+    # A build interrupted before its watermark (rows kept, no watermark): a read mode ignores the rows and ranks
+    # every record itself, with the same answer.
+    pg_execute(url, "DELETE FROM agent_state_search WHERE line_number = 1")
+    pg_execute(url, "DELETE FROM agent_state_meta WHERE name = 'search_watermark'")
+    with open_session_dir(team, OpenMode.READ_ONLY) as sd:
+        for text in QUERIES:
+            r = search(sd, text, captured=True, limit=None)
+            assert (r.source, r.exact) == (INDEX, lines) and "never built" in r.reason, text
+            assert [h[:9] for h in r.hits] == [h[:9] for h in unbuilt[text].hits], text
+        assert refresh_team(sd).kind == "cold"
     # New records captured since: a read mode searches them exactly beside the index, and says how many.
     _tree(tree, ["a capybara grazes"], start=500)
     with open_session_dir(team, OpenMode.READ_WRITE) as sd:
