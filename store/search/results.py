@@ -83,8 +83,8 @@ class SearchResult:
             return f"LIKE scan: {one_line(self.reason)}"
         every = f"{self.exact:,} record{'s' if self.exact != 1 else ''}"
         if self.reason:
-            return (f"ranked without the search index, every record searched exactly ({one_line(self.reason)}; "
-                    f"{every})")
+            return (f"ranked without the search index: {one_line(self.reason)}; all {every} "
+                    f"{'were' if self.exact != 1 else 'was'} searched exactly and ranked as the index would rank them")
         if not self.exact:
             return "ranked by the search index"
         newer = f"{every} newer than the index {'were' if self.exact != 1 else 'was'}"
