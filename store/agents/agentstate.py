@@ -1,7 +1,11 @@
-"""External-agent checkpoints: native JSONL session files kept as verified versions in SQLite.
+"""External-agent checkpoints: native JSONL session files kept as verified versions in SQLite or PostgreSQL.
 
-The contract is the reference's (``agent-state-checkpoints.md``) moved into a file of ours inside the session
-directory, ``<session dir>/sessionscope/agent-state.db`` (layout: ``store/sql/agentstate_v1.sql``):
+The contract is the reference's (``agent-state-checkpoints.md``) moved into a store of ours: by default a file
+inside the session directory, ``<session dir>/sessionscope/agent-state.db``, or a PostgreSQL database named by
+a URL (the team store). Its layout is defined once, by the SQLModel table classes of
+:mod:`store.agents.checkpoint_tables`, and created or upgraded by :mod:`store.agents.checkpoint_schema` (a new
+file from the DDL the classes compile to, kept in ``store/sql/agentstate_v3.<engine>.sql`` and checked equal
+by a test; ``store/sql/agentstate_v1.sql`` is only the frozen version-1 layout the upgrade tests start from):
 
 * a **version** (state header) is staged under the run it is valid through, with the per-file shapes
   ``{path, records, digest}``; all versions of a session share one **line set**;

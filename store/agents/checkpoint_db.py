@@ -58,8 +58,9 @@ def state_db_path(sd: SessionDir) -> Path:
 
 
 def schema_sql() -> str:
-    """The checkpoint file's layout as the table classes compile it (a new file is created from the same DDL,
-    kept in ``store/sql/agentstate_v<version>.sqlite.sql``)."""
+    """The checkpoint file's layout as the SQLModel table classes of :mod:`store.agents.checkpoint_tables` (the
+    layout's one definition) compile it; a new file is created from the same DDL, kept in
+    ``store/sql/agentstate_v<version>.sqlite.sql``."""
     return checkpoint_schema.schema_sql()
 
 

@@ -22,8 +22,14 @@ for what it holds and searches the lines past the watermark that it does not hol
 exactly: each one's text is cut into the very ``tsvector`` :func:`refresh` would write, the few an in-memory
 FTS5 table finds for the query (:func:`memory_fts`) are matched and ranked by PostgreSQL as literals, and they
 join the index's hits in the one grouping statement (:func:`ranked_in`), so the answer is the one a fully
-indexed store gives. With no index at all (a version-2 store) or one never built, the exact scan (``ILIKE``
-over the raw record, as SQLite's ``LIKE`` fallback) answers and says why.
+indexed store gives. That costs 20–50 µs a line in Python, so it is bounded: past :data:`NEWER_CAP` lines
+(counted with a bounded read, :func:`backlog`) the lines past the watermark are searched by the exact scan
+(``ILIKE`` over the raw record) inside the statement that reads the index (:func:`behind_scan`); those hits
+come unranked after the ranked ones and the result says so. With no index at all (a version-2 store) or one
+never built, every line is the backlog: up to the cap it is ranked the same way (the fully indexed answer
+without an index), past it the exact scan (``ILIKE``, as SQLite's ``LIKE`` fallback) answers and says why.
+PostgreSQL's own ``to_tsvector`` is not used for either: its parser cuts other words than FTS5's, so it would
+find other records than the index (and than SQLite) for the same query.
 
 Ranking is ``ts_rank_cd`` (cover density, normalised by the log of the record's length); a session's rank is
 its best record's. Limits of ``tsvector`` (documented): a word longer than 2,046 bytes is not indexed, a
@@ -57,6 +63,10 @@ MAX_POSITION = 16_383
 MAX_VECTOR_BYTES = 900_000
 NEWER_BATCH = 2_000
 """Lines past the watermark read (and matched) per step of a read mode's exact pass."""
+NEWER_CAP = 5_000
+"""The most lines past the watermark a read mode cuts into words and ranks itself (20–50 µs each in Python:
+at most about a quarter of a second). A longer backlog is searched by the exact scan inside the statement
+that reads the index (:func:`behind_scan`): one bounded query, whatever the backlog's size."""
 
 
 @dataclass(frozen=True)
@@ -158,29 +168,52 @@ def unusable(conn: PgConnection) -> str:
     return ""
 
 
+_RECENT = ("(SELECT session_id, file_path, line_number, search_xid, content FROM agent_state_lines "
+           "WHERE search_xid >= ? OFFSET 0)")
+"""The lines past a watermark, read through the BRIN index on their own (``OFFSET 0``: never merged into a
+join, where the planner, whose statistics lag behind a bulk capture, would walk the whole key index instead:
+25 ms on an up-to-date store of 55,000 lines against 0.3 ms)."""
 _NEWER = (
-    "SELECT l.session_id, l.file_path, l.line_number, l.content, s.session_id IS NOT NULL FROM agent_state_lines l "
+    f"SELECT l.session_id, l.file_path, l.line_number, l.content, s.session_id IS NOT NULL FROM {_RECENT} l "
     "LEFT JOIN agent_state_search s ON s.session_id = l.session_id AND s.file_path = l.file_path "
-    "AND s.line_number = l.line_number WHERE l.search_xid >= ? AND s.line_xid IS DISTINCT FROM l.search_xid"
+    "AND s.line_number = l.line_number WHERE s.line_xid IS DISTINCT FROM l.search_xid"
 )
+_EVERY = "SELECT session_id, file_path, line_number, content, FALSE FROM agent_state_lines"
 
 NewerLine = tuple[str, str, int, str, bool]
 """(store session id, file path, line number, raw content, whether the index holds an older row of it)"""
 
 
-def newer_lines(conn: PgConnection, mark: int) -> Iterator[list[NewerLine]]:
+def newer_lines(conn: PgConnection, mark: int | None) -> Iterator[list[NewerLine]]:
     """The lines at or past the watermark ``mark`` the index does not hold as they are now (not indexed yet, or
     rewritten since), in batches of :data:`NEWER_BATCH` (a server-side cursor: a long backlog is never held at
-    once). Read only."""
+    once); with ``mark`` None (an index never built, or none at all) every line, none of them held. Read only."""
     cur = conn.raw.cursor(name="sessionscope_newer")
     try:
-        _recent_only(conn)
-        cur.execute(pg_sql(_NEWER), (mark,))
-        _planner_defaults(conn)
+        if mark is None:
+            cur.execute(_EVERY)
+        else:
+            _recent_only(conn)
+            cur.execute(pg_sql(_NEWER), (mark,))
+            _planner_defaults(conn)
         while batch := cur.fetchmany(NEWER_BATCH):
             yield [(str(a), str(b), int(c), str(d), bool(e)) for a, b, c, d, e in batch]
     finally:
         cur.close()
+
+
+def backlog(conn: PgConnection, mark: int | None, cap: int) -> int:
+    """How many lines :func:`newer_lines` would give, counted up to ``cap + 1`` at most (a bounded read: past
+    the cap a read mode does not rank the backlog itself, whatever its size)."""
+    if mark is None:
+        sql, params = "SELECT 1 FROM agent_state_lines", []
+    else:
+        _recent_only(conn)
+        sql, params = _NEWER, [mark]
+    found = conn.execute(f"SELECT count(*) FROM ({sql} LIMIT {int(cap) + 1}) b", params).fetchone()
+    if mark is not None:
+        _planner_defaults(conn)
+    return int(found[0])
 
 
 @contextmanager
@@ -322,8 +355,9 @@ def _write(conn: PgConnection, values: list[tuple[Any, ...]]) -> None:
 # ----------------------------------------------------------------------------------------------------------
 # Queries
 
-RankedRow = tuple[float, str, int, float, int, str, str, int, str]
-"""(order, agent session id, line number, score, matches, agent id, file path, line number, store session id)"""
+RankedRow = tuple[float, str, int, float | None, int, str, str, int, str]
+"""(order, agent session id, line number, score (None: found by the exact scan only), matches, agent id, file
+path, line number, store session id)"""
 
 
 def ranked(store: PgStore, query: str) -> list[RankedRow]:
@@ -338,12 +372,19 @@ ExtraHit = tuple[str, str, int, float]
 
 
 def ranked_in(conn: PgConnection, query: str, extra: Sequence[ExtraHit] = (),
-              stale: Sequence[tuple[str, str, int]] = ()) -> list[RankedRow]:
+              stale: Sequence[tuple[str, str, int]] = (), *, indexed: bool = True) -> list[RankedRow]:
     """:func:`ranked` in an open transaction, with the index's rows of the ``stale`` lines left out and the
-    ``extra`` hits (lines searched exactly) taken as if the index held them: one grouping, one order."""
+    ``extra`` hits (lines searched exactly) taken as if the index held them: one grouping, one order. Not
+    ``indexed``: the ``extra`` hits alone (an index never built, or none: every line was searched exactly)."""
     hits = ("SELECT s.session_id, s.file_path, s.line_number, ts_rank_cd(s.words, q.q, 1) AS rank "
             "FROM agent_state_search s, (SELECT CAST(? AS tsquery) AS q) q WHERE s.words @@ q.q")
     params: list[object] = [query]
+    if not indexed:
+        if not extra:
+            return []
+        hits = ("SELECT CAST(NULL AS TEXT) COLLATE \"C\" AS session_id, CAST(NULL AS TEXT) COLLATE \"C\" AS file_path, "
+                "CAST(NULL AS BIGINT) AS line_number, CAST(NULL AS REAL) AS rank WHERE FALSE")
+        params, stale = [], ()
     if stale:
         hits += (" AND NOT EXISTS (SELECT 1 FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[])) "
                  "AS x(session_id, file_path, line_number) WHERE x.session_id = s.session_id "
@@ -363,6 +404,68 @@ def ranked_in(conn: PgConnection, query: str, extra: Sequence[ExtraHit] = (),
         "FROM b JOIN agent_state_sessions ss ON ss.session_id = b.session_id", params).fetchall()
     return [(-float(r), str(a), int(line), -float(r), int(n), str(agent), str(path), int(line), str(sid))
             for r, a, line, n, agent, path, sid in rows]
+
+
+EXACT_ONLY = 1e9
+"""The order key base of a session only the exact scan of the backlog found (:func:`behind_scan`): after every
+ranked one (their keys are ``-ts_rank_cd`` ≤ 0), most matches first (``EXACT_ONLY - matches``)."""
+
+
+def behind_scan(conn: PgConnection, query: str | None, pattern: str | None, mark: int) -> tuple[list[RankedRow], int]:
+    """A read mode's answer when more than :data:`NEWER_CAP` lines are past the watermark ``mark``, in one
+    statement: the index ranks what it holds (its rows of lines rewritten since left out), and the lines past
+    the mark are searched by the exact scan (``ILIKE`` ``pattern`` over the raw record, as :func:`scan`; None:
+    a text no stored record can hold). A session the index ranks keeps its ranked best record and counts its
+    exact matches too; a session only the scan found comes after every ranked one with no score (None), most
+    matches first. ``query`` None: the typed text has no words the index could hold. Returns the rows and how
+    many lines past the mark were scanned."""
+    hit = "l.content ILIKE ? ESCAPE '\\'" if pattern is not None else "FALSE"
+    params: list[object] = [*([pattern] if pattern is not None else []), mark]
+    ranked_part = ""
+    if query is not None:
+        ranked_part = (
+            ", h AS (SELECT s.session_id, s.file_path, s.line_number, ts_rank_cd(s.words, q.q, 1) AS rank "
+            "FROM agent_state_search s, (SELECT CAST(? AS tsquery) AS q) q WHERE s.words @@ q.q AND NOT EXISTS "
+            "(SELECT 1 FROM n WHERE n.held AND n.session_id = s.session_id AND n.file_path = s.file_path "
+            "AND n.line_number = s.line_number)), "
+            "b AS (SELECT DISTINCT ON (session_id) session_id, file_path, line_number, rank, "
+            "count(*) OVER (PARTITION BY session_id) AS k FROM h ORDER BY session_id, rank DESC, file_path, "
+            "line_number)")
+        params.append(query)
+    union = ("SELECT 0 AS kind, rank, session_id, file_path, line_number, k FROM b UNION ALL "
+             if query is not None else "")
+    _recent_only(conn)
+    rows = conn.execute(
+        "WITH n AS MATERIALIZED (SELECT l.session_id, l.file_path, l.line_number, s.session_id IS NOT NULL AS held, "
+        f"{hit} AS hit FROM {_RECENT} l LEFT JOIN agent_state_search s ON s.session_id = l.session_id "
+        "AND s.file_path = l.file_path AND s.line_number = l.line_number "
+        f"WHERE s.line_xid IS DISTINCT FROM l.search_xid){ranked_part}, "
+        "e AS (SELECT DISTINCT ON (session_id) session_id, file_path, line_number, "
+        "count(*) OVER (PARTITION BY session_id) AS k FROM n WHERE hit ORDER BY session_id, file_path, line_number) "
+        "SELECT u.kind, u.rank, ss.agent_session_id, u.line_number, u.k, ss.agent_id, u.file_path, u.session_id "
+        f"FROM ({union}SELECT 1 AS kind, CAST(NULL AS REAL) AS rank, session_id, file_path, line_number, k FROM e "
+        "UNION ALL SELECT 2, NULL, NULL, NULL, NULL, (SELECT count(*) FROM n)) u "
+        "LEFT JOIN agent_state_sessions ss ON ss.session_id = u.session_id", params).fetchall()
+    _planner_defaults(conn)
+    scanned = 0
+    best: dict[str, RankedRow] = {}
+    exact: dict[str, tuple[str, str, str, int, int]] = {}
+    for kind, rank, asid, line, k, agent, path, sid in rows:
+        if kind == 2:
+            scanned = int(k)
+        elif kind == 0:
+            best[str(sid)] = (-float(rank), str(asid), int(line), -float(rank), int(k), str(agent), str(path),
+                              int(line), str(sid))
+        else:
+            exact[str(sid)] = (str(asid), str(agent), str(path), int(line), int(k))
+    for sid, (asid, agent, path, line, k) in exact.items():
+        found = best.get(sid)
+        if found is not None:
+            order, a, at, score, n, ag, p, ln, s_id = found
+            best[sid] = (order, a, at, score, n + k, ag, p, ln, s_id)
+        else:
+            best[sid] = (EXACT_ONLY - k, asid, line, None, k, agent, path, line, sid)
+    return list(best.values()), scanned
 
 
 def record_keys(store: PgStore, query: str) -> set[tuple[str, str, str, int]]:
@@ -404,6 +507,6 @@ def scan(store: PgStore, pattern: str) -> list[tuple[str, str, str, str, int, in
     return [(str(a), str(b), str(c), str(d), int(e), int(f)) for a, b, c, d, e, f in rows]
 
 
-__all__ = ["ExtraHit", "NewerLine", "RefreshStats", "candidates", "contents", "index_exists", "match_vectors",
+__all__ = ["EXACT_ONLY", "ExtraHit", "NEWER_CAP", "NewerLine", "RefreshStats", "backlog", "behind_scan", "candidates", "contents", "index_exists", "match_vectors",
            "memory_fts", "newer_lines", "ranked", "ranked_in", "record_keys", "refresh", "scan", "tsquery",
            "tsvector", "unusable", "watermark"]

@@ -73,17 +73,27 @@ class SearchResult:
     total: int                 # sessions that match
     has_more: bool
     captured: bool = False
-    exact: int = 0             # records newer than the index, searched exactly (a team store read in a read mode)
+    exact: int = 0             # records newer than the index (all, with none) searched exactly: a team store's read mode
+    scanned: bool = False      # ... by the exact scan, unranked (more than a read mode ranks itself)
+    unranked: int = 0          # sessions only that scan found (after the ranked ones, score None)
 
     def how(self) -> str:
-        """Which engine answered, for a status line (safe text)."""
+        """Which engine answered, for a status line (safe text): which hits are ranked, which exact."""
         if self.source != INDEX:
             return f"LIKE scan: {one_line(self.reason)}"
+        every = f"{self.exact:,} record{'s' if self.exact != 1 else ''}"
+        if self.reason:
+            return (f"ranked without the search index: {one_line(self.reason)}; all {every} "
+                    f"{'were' if self.exact != 1 else 'was'} searched exactly and ranked as the index would rank them")
         if not self.exact:
             return "ranked by the search index"
-        newer = f"{self.exact:,} record{'s' if self.exact != 1 else ''} newer than the index"
-        return (f"ranked by the search index; {newer} {'were' if self.exact != 1 else 'was'} searched exactly "
-                "(a read mode does not refresh it)")
+        newer = f"{every} newer than the index {'were' if self.exact != 1 else 'was'}"
+        if self.scanned:
+            only = f"{self.unranked:,} session{'s' if self.unranked != 1 else ''}"
+            return (f"ranked by the search index; {newer} searched by the exact LIKE scan, too many to rank in a "
+                    f"read mode: {only} found only there come after the ranked ones, unranked (score -); "
+                    "a write mode brings the index up to date")
+        return f"ranked by the search index; {newer} searched exactly (a read mode does not refresh it)"
 
 
 def _page(hits: list[SearchHit], limit: int | None, after: tuple[float, str] | None) -> tuple[list[SearchHit], bool]:

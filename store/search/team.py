@@ -9,14 +9,19 @@ FTS5 table), so only the scores differ (``ts_rank_cd`` instead of ``bm25``).
 The index is brought up to date by a search in a write mode (``may_index``). A read mode never writes: it
 answers from the index and searches the records captured since it was last brought up to date exactly (each
 cut into the words the index would hold, matched and ranked by PostgreSQL as the index would be), merged into
-one ranked result (``SearchResult.exact`` says how many); with no index (a version-2 store) or one never built,
-it answers with the exact ``ILIKE`` scan, saying why.
+one ranked result (``SearchResult.exact`` says how many). Past ``pg_index.NEWER_CAP`` such records, they are
+searched by the exact ``ILIKE`` scan in the statement that reads the index instead: their hits come after the
+ranked ones with no score (``SearchResult.scanned`` / ``unranked``, and ``how()`` says so). With no index (a
+version-2 store) or one never built, every record is searched that way: ranked up to the cap (``reason`` says
+why there is no index), the exact ``ILIKE`` scan past it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from store.agents.checkpoint_engine import has_table
 from store.mothx.sessions import like_pattern
 from store.safetext import one_line
 from store.search import pg_index as cs
@@ -82,45 +87,75 @@ def search_team(sd: SessionDir, text: str, *, limit: int | None, after: tuple[fl
         parsed = q.parse(text)
         literal = cs.tsquery(parsed)
         raw: list[cs.RankedRow] = []
-        exact = 0
+        read = _Read()
         if use_index:
             try:
                 if write:
                     cs.refresh(store)
+                    if literal is not None:
+                        raw = cs.ranked(store, literal)
                 else:
-                    answer = _read_ranked(store, parsed, literal)
-                    if isinstance(answer, str):
-                        reason = answer
-                    else:
-                        raw, exact = answer
+                    read = _read_ranked(store, text, parsed, literal)
+                    reason, raw = read.reason, read.rows
             except StoreError as exc:
                 reason = f"the store's search index failed ({one_line(str(exc))[:200]})"
-        if reason:
+        if reason and not read.ranked:
             return _scan(store, text, limit, after, snippets, reason)
-        if write and literal is not None:
-            raw = cs.ranked(store, literal)
         total = len(raw)
         page, more = _raw_page(raw, limit, after)  # type: ignore[arg-type]
-        hits = _details(store, parsed, page, snippets)  # type: ignore[arg-type]
-        return SearchResult(text, INDEX, "", tuple(hits), total, more, True, exact)
+        hits = _details(store, text, parsed, page, snippets)  # type: ignore[arg-type]
+        return SearchResult(text, INDEX, read.reason, tuple(hits), total, more, True, read.exact, read.scanned,
+                            read.unranked)
     finally:
         store.close()
 
 
-def _read_ranked(store: PgStore, parsed: q.Query, literal: str | None) -> tuple[list[cs.RankedRow], int] | str:
-    """A read mode's ranked rows and how many records newer than the index were searched exactly, in one read
-    transaction (one snapshot: a record is counted once, from the index or from the exact pass); or why the
-    exact scan must answer instead. Nothing is written: every statement is a SELECT (or a SET LOCAL of the
-    planner) in a READ ONLY transaction."""
+@dataclass
+class _Read:
+    """A read mode's answer: ``rows`` ranked (``ranked``), or ``reason`` why the exact scan answers instead. A
+    ``reason`` with ``ranked``: no index could answer, every record was searched exactly and ranked."""
+
+    rows: list[cs.RankedRow] = field(default_factory=list)
+    reason: str = ""
+    ranked: bool = False
+    exact: int = 0          # records newer than the index (or all of them, with no index) searched exactly
+    scanned: bool = False   # those were searched by the exact scan, not ranked (more than NEWER_CAP)
+    unranked: int = 0       # sessions only that scan found
+
+
+def _pattern(text: str) -> str | None:
+    """The exact scan's ``ILIKE`` pattern of ``text`` (None: no stored UTF-8 record can hold it)."""
+    if not text or "\x00" in text:
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None   # a lone surrogate is in no stored (UTF-8) record
+    return like_pattern(text)
+
+
+def _read_ranked(store: PgStore, text: str, parsed: q.Query, literal: str | None) -> _Read:
+    """A read mode's ranked rows in one read transaction (one snapshot: a record is counted once, from the
+    index or from the exact pass). Up to :data:`~store.search.pg_index.NEWER_CAP` records newer than the index
+    (or in all, with no index to answer) are cut into its words and ranked as it would rank them, so the answer
+    is the fully indexed one; past the cap, the records newer than the index are searched by the exact scan in
+    the statement that reads the index, and with no index the exact scan answers alone. Nothing is written:
+    every statement is a SELECT (or a SET LOCAL of the planner) in a READ ONLY transaction."""
     extra: list[cs.ExtraHit] = []
     stale: list[tuple[str, str, int]] = []
     newer = 0
     with store.read() as conn:
         reason = cs.unusable(conn)
-        if reason:
-            return reason
-        mark = cs.watermark(conn)
-        assert mark is not None
+        if not has_table(conn, "agent_state_lines"):
+            return _Read(reason=reason)                 # no store here yet: the exact scan finds nothing
+        mark = cs.watermark(conn) if not reason else None
+        if cs.backlog(conn, mark, cs.NEWER_CAP) > cs.NEWER_CAP:
+            if mark is None:
+                return _Read(reason=f"{reason.removesuffix(')')}, and more than {cs.NEWER_CAP:,} records are "
+                                    "too many to rank without it)")
+            rows, scanned = cs.behind_scan(conn, literal, _pattern(text), mark)
+            unranked = sum(1 for r in rows if r[3] is None)
+            return _Read(rows, ranked=True, exact=scanned, scanned=True, unranked=unranked)
         for batch in cs.newer_lines(conn, mark):
             texts: list[str] = []
             keys: list[tuple[str, str, int]] = []
@@ -137,19 +172,24 @@ def _read_ranked(store: PgStore, parsed: q.Query, literal: str | None) -> tuple[
             found = cs.candidates(texts, parsed)
             for k, rank in cs.match_vectors(conn, literal, [cs.tsvector(texts[i]) for i in found]):
                 extra.append((*keys[found[k]], rank))
-        rows = cs.ranked_in(conn, literal, extra, stale) if literal is not None else []
-    return rows, newer
+        rows = cs.ranked_in(conn, literal, extra, stale, indexed=mark is not None) if literal is not None else []
+    return _Read(rows, reason=reason, ranked=True, exact=newer)
 
 
-def _details(store: PgStore, parsed: q.Query, page: list[cs.RankedRow], snippets: bool) -> list[SearchHit]:
-    from store.search.results import SearchHit, Snippet
+def _details(store: PgStore, text: str, parsed: q.Query, page: list[cs.RankedRow], snippets: bool) -> list[SearchHit]:
+    """The page's hits with their snippets: FTS5's for a ranked record, the exact scan's for one only the exact
+    scan found (score None)."""
+    from store.search.results import SearchHit, Snippet, like_snippet
 
     texts: dict[tuple[str, str, int], str] = {}
+    scanned: set[tuple[str, str, int]] = {(r[8], r[6], r[7]) for r in page if r[3] is None}
     if snippets and page:
         raw = cs.contents(store, [(r[8], r[6], r[7]) for r in page])
         texts = {k: record_text(v) for k, v in raw.items()}
-    marked = fts5_snippets(list(texts.values()), parsed) if texts else []
-    by_key = dict(zip(texts.keys(), marked, strict=True))
+    ranked = {k: v for k, v in texts.items() if k not in scanned}
+    marked = fts5_snippets(list(ranked.values()), parsed) if ranked else []
+    by_key = dict(zip(ranked.keys(), marked, strict=True))
+    by_key.update((k, like_snippet(v, text)) for k, v in texts.items() if k in scanned)
     empty = Snippet("")
     return [SearchHit(asid, score, order, line, matches=n, snippet=by_key.get((sid, path, line_no), empty),
                       agent_id=agent, file_path=path, line_number=line_no)
@@ -178,12 +218,8 @@ def _scan(store: PgStore, text: str, limit: int | None, after: tuple[float, str]
     """The exact scan (``ILIKE``, ASCII case-insensitive as SQLite's ``LIKE`` in a ``C`` database)."""
     from store.search.results import LIKE, SearchHit, SearchResult, _page, _with, like_snippet
 
-    usable = bool(text) and "\x00" not in text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        usable = False   # a lone surrogate is in no stored (UTF-8) record
-    found = cs.scan(store, like_pattern(text)) if usable else []
+    pattern = _pattern(text)
+    found = cs.scan(store, pattern) if pattern is not None else []
     hits = [SearchHit(asid, None, float(-n), line, matches=n, agent_id=agent, file_path=path, line_number=line)
             for asid, agent, _sid, path, line, n in found]
     keys = {(h.agent_id, h.session_id): sid for (_a, _b, sid, _p, _l, _n), h in zip(found, hits, strict=True)}

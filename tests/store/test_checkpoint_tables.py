@@ -1,5 +1,6 @@
 """A store created fresh from the SQLModel metadata has exactly the layout of one created at version 1 (the
-frozen ``store/sql/agentstate_v1.sql``, as the first release made it) and upgraded: on both engines."""
+frozen ``store/sql/agentstate_v1.sql``, as the first release made it) and upgraded, and of one at version 2
+(version 1 brought to 2 and opened as a store of its own) upgraded to the current version: on both engines."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import re
 import sqlite3
 from pathlib import Path
 
-from store.agents import agentstate
+import pytest
+
+from store.agents import agentstate, checkpoint_schema
 from store.agents.checkpoint_engine import use_store
+from store.agents.checkpoint_model import SCHEMA_VERSION
 from store.mothx.schema import split_statements
 from store.mothx.sessiondir import open_session_dir
 from tests.pg import pg_cluster, pg_execute, pg_url, store_url  # noqa: F401 - fixtures
@@ -59,26 +63,63 @@ def pg_layout(url: str) -> dict[str, object]:
     return {k: pg_execute(url, sql) for k, sql in q.items()}
 
 
-def test_fresh_store_equals_upgraded_version_1(tmp_path: Path, store_url: str | None) -> None:  # noqa: F811
+def _old_store(path: Path, url: str | None, version: int) -> None:
+    """A store at layout ``version`` (1 or 2): the frozen version-1 script, then the migrations up to it."""
+    if url is None:
+        path.parent.mkdir(parents=True)
+        conn = sqlite3.connect(path)
+        for statement in split_statements(V1):
+            conn.execute(statement)
+        checkpoint_schema.upgrade(conn, 1, "sqlite", target=version)
+        conn.commit()
+        conn.close()
+        return
+    from store.agents.checkpoint_engine import PgStore
+    from store.mothx.db import OpenMode
+
+    pg_execute(url, "DROP SCHEMA public CASCADE")
+    pg_execute(url, "CREATE SCHEMA public")
+    for statement in split_statements(V1):
+        pg_execute(url, re.sub(r"^(\s+\w+\s+)TEXT\b", r'\1TEXT COLLATE "C"', statement, flags=re.M))
+    pg_execute(url, "CREATE SEQUENCE IF NOT EXISTS agent_state_fencing_token_seq MINVALUE 1")
+    store = PgStore(url, OpenMode.READ_WRITE)
+    try:
+        with store.write() as conn:
+            checkpoint_schema.upgrade(conn, 1, "postgresql", target=version)
+    finally:
+        store.close()
+
+
+def _read(path: Path, url: str | None, sql: str) -> list[object]:
+    if url is not None:
+        return pg_execute(url, sql)
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+_VERSION = "SELECT value FROM agent_state_meta WHERE name = 'schema_version'"
+
+
+def _recorded(path: Path, url: str | None) -> tuple[list[object], list[object]]:
+    """(the stored layout version, the migrations recorded)."""
+    return _read(path, url, _VERSION), _read(path, url, "SELECT version FROM agent_state_migrations ORDER BY 1")
+
+
+@pytest.mark.parametrize("start", [1, 2])
+def test_fresh_store_equals_an_upgraded_one(tmp_path: Path, store_url: str | None, start: int) -> None:  # noqa: F811
     layouts: list[dict[str, object]] = []
-    for name, from_v1 in (("fresh", False), ("upgraded", True)):
+    recorded = []
+    for name, old in (("fresh", False), ("upgraded", True)):
         url = store_url
         root = tmp_path / name
         with open_session_dir(root / "s", create=True) as sd:
             path = agentstate.state_db_path(sd)
-        if from_v1 and url is None:
-            path.parent.mkdir(parents=True)
-            conn = sqlite3.connect(path)
-            for statement in split_statements(V1):
-                conn.execute(statement)
-            conn.commit()
-            conn.close()
-        if from_v1 and url is not None:
-            pg_execute(url, "DROP SCHEMA public CASCADE")
-            pg_execute(url, "CREATE SCHEMA public")
-            for statement in split_statements(V1):
-                pg_execute(url, re.sub(r"^(\s+\w+\s+)TEXT\b", r'\1TEXT COLLATE "C"', statement, flags=re.M))
-            pg_execute(url, "CREATE SEQUENCE IF NOT EXISTS agent_state_fencing_token_seq MINVALUE 1")
+        if old:
+            _old_store(path, url, start)
+            assert _read(path, url, _VERSION) == [(str(start),)]
         use_store(url)
         try:
             with open_session_dir(root / "s") as sd:
@@ -88,10 +129,12 @@ def test_fresh_store_equals_upgraded_version_1(tmp_path: Path, store_url: str | 
         finally:
             use_store(None)
         layouts.append(sqlite_layout(path) if url is None else pg_layout(url))
-        if url is not None and not from_v1:
+        recorded.append(_recorded(path, url))
+        if url is not None and not old:
             pg_execute(url, "DROP SCHEMA public CASCADE")  # the same database holds the upgraded store next
             pg_execute(url, "CREATE SCHEMA public")
     assert layouts[0] and layouts[0] == layouts[1]
+    assert recorded[0] == recorded[1] == ([(str(SCHEMA_VERSION),)], [(v,) for v in range(1, SCHEMA_VERSION + 1)])
 
 
 def test_frozen_ddl_is_what_the_classes_compile_to() -> None:

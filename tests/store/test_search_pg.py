@@ -22,7 +22,7 @@ from store.search import pg_index as cs
 from store.search import tokens as tok
 from store.search.query import parse
 from store.search.team import refresh_team
-from tests.pg import pg_cluster, pg_execute, pg_url  # noqa: F401 - fixtures
+from tests.pg import pg_cluster, pg_dump, pg_execute, pg_url  # noqa: F401 - fixtures
 from tests.store.test_search import FTS_SYNTAX, HOSTILE, _forget  # noqa: F401 - the registry reset
 
 TEXTS = [
@@ -151,19 +151,50 @@ def test_best_match_is_the_same(both: tuple[Path, Path, str, Path]) -> None:
     assert "walrus walrus walrus" in best_b.snippet.text and len(best_b.snippet.spans) >= 3
 
 
-def test_read_mode_never_writes_and_falls_back(both: tuple[Path, Path, str, Path], tmp_path: Path) -> None:
-    _, team, url, tree = both
+def test_read_mode_never_writes_and_falls_back(both: tuple[Path, Path, str, Path], tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    lite, team, url, tree = both
     use_store(url)
     before = pg_execute(url, "SELECT count(*) FROM agent_state_search")
+    lines = pg_execute(url, "SELECT count(*) FROM agent_state_lines")[0][0]
+    dump = pg_dump(url)
     with open_session_dir(team, OpenMode.READ_ONLY) as sd:
+        # An index never built, a small store: every record cut into the index's words and ranked by PostgreSQL.
+        unbuilt = {text: search(sd, text, captured=True, limit=None) for text in QUERIES}
+        r = unbuilt["walrus"]
+        assert (r.source, r.exact, r.total) == (INDEX, lines, 2) and "never built" in r.reason
+        assert r.how().startswith("ranked without the search index") and r.hits[0].score is not None
+        # More records than a read mode ranks itself: the exact scan, saying why.
+        monkeypatch.setattr(cs, "NEWER_CAP", 10)
         r = search(sd, "walrus", captured=True)
-        assert r.source == LIKE and "never built" in r.reason and r.total == 2
+        assert r.source == LIKE and "never built" in r.reason and "too many to rank" in r.reason and r.total == 2
         assert r.hits[0].snippet.spans and r.hits[0].file_path.endswith(".jsonl")
+        monkeypatch.undo()
+    assert pg_dump(url) == dump
     assert pg_execute(url, "SELECT count(*) FROM agent_state_search") == before == [(0,)]
     assert pg_execute(url, "SELECT count(*) FROM agent_state_meta WHERE name = 'search_watermark'") == [(0,)]
+    use_store(None)
+    with open_session_dir(lite, OpenMode.READ_ONLY) as sd:   # SQLite's FTS5 over the same data
+        for text in QUERIES:
+            r = search(sd, text, captured=True, limit=None)
+            assert r.total == unbuilt[text].total and _view(r) == _view(unbuilt[text]), text
+    use_store(url)
     with open_session_dir(team, OpenMode.READ_ONLY) as sd:
         assert refresh_team(sd).kind == "cold"           # asked for (the CLI's --index): a write to the store
-        assert search(sd, "walrus", captured=True).source == INDEX
+        for text in QUERIES:                             # the built index answers exactly as the read mode did
+            r = search(sd, text, captured=True, limit=None)
+            assert (r.source, r.reason, r.exact) == (INDEX, "", 0), text
+            assert [h[:9] for h in r.hits] == [h[:9] for h in unbuilt[text].hits], text
+    # A build interrupted before its watermark (rows kept, no watermark): a read mode ignores the rows and ranks
+    # every record itself, with the same answer.
+    pg_execute(url, "DELETE FROM agent_state_search WHERE line_number = 1")
+    pg_execute(url, "DELETE FROM agent_state_meta WHERE name = 'search_watermark'")
+    with open_session_dir(team, OpenMode.READ_ONLY) as sd:
+        for text in QUERIES:
+            r = search(sd, text, captured=True, limit=None)
+            assert (r.source, r.exact) == (INDEX, lines) and "never built" in r.reason, text
+            assert [h[:9] for h in r.hits] == [h[:9] for h in unbuilt[text].hits], text
+        assert refresh_team(sd).kind == "cold"
     # New records captured since: a read mode searches them exactly beside the index, and says how many.
     _tree(tree, ["a capybara grazes"], start=500)
     with open_session_dir(team, OpenMode.READ_WRITE) as sd:
@@ -291,7 +322,7 @@ def test_cli_search_on_the_team_store(both: tuple[Path, Path, str, Path], capsys
 
     try:
         code, out, err = run("--dir", str(team), "search", "walrus", "--captured", "--store", store)
-        assert code == 0 and "claude-code" in out and "LIKE scan" in err and "never built" in err
+        assert code == 0 and "claude-code" in out and "ranked without the search index" in err and "never built" in err
         code, out, err = run("--dir", str(team), "search", "walrus", "--captured", "--index", "--store", store)
         assert code == 0 and "ranked by the search index" in err and "»walrus«" in out
         code, out, _ = run("--dir", str(team), "search", "walrus", "--captured", "--json", "--store", store)

@@ -144,9 +144,12 @@ def test_rewritten_and_long_records_past_the_mark(both: tuple[Path, Path, str, P
             assert r.exact == 0 and (r.total, _hits(r)) == (behind[text].total, _hits(behind[text])), text
 
 
-def test_a_store_with_no_index_is_scanned_exactly(both: tuple[Path, Path, str, Path]) -> None:  # noqa: F811
-    """A version-2 store (no search table, no search_xid) read in a read mode: the ILIKE scan, nothing written."""
-    _, team, url, _ = both
+def test_a_store_with_no_index_is_ranked_or_scanned_exactly(both: tuple[Path, Path, str, Path],  # noqa: F811
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A version-2 store (no search table, no search_xid) read in a read mode: small, every record is ranked
+    as the index would rank it (the same answer as SQLite's FTS5); past the cap, the ILIKE scan. Nothing is
+    written, no index table is created."""
+    lite, team, url, _ = both
     for sql in ("DROP TABLE agent_state_search", "ALTER TABLE agent_state_lines DROP COLUMN search_xid",
                 "DELETE FROM agent_state_migrations WHERE version = 3",
                 "UPDATE agent_state_meta SET value = '2' WHERE name = 'schema_version'"):
@@ -154,10 +157,21 @@ def test_a_store_with_no_index_is_scanned_exactly(both: tuple[Path, Path, str, P
     use_store(url)
     dump = pg_dump(url)
     with open_session_dir(team, OpenMode.READ_ONLY) as sd:
+        ranked = {text: search(sd, text, captured=True, limit=None) for text in WORDS}
+        monkeypatch.setattr(cs, "NEWER_CAP", 5)
         r = search(sd, "walrus", captured=True)
     assert (r.source, r.exact, r.total) == (LIKE, 0, 2) and "no search index" in r.reason
-    assert r.how().startswith("LIKE scan: the store has no search index")
+    assert r.how().startswith("LIKE scan: the store has no search index") and "too many to rank" in r.how()
     assert pg_dump(url) == dump
+    assert pg_execute(url, "SELECT to_regclass('agent_state_search')") == [(None,)]
+    walrus = ranked["walrus"]
+    assert (walrus.source, walrus.total) == (INDEX, 2) and "no search index" in walrus.reason
+    assert walrus.hits[0].score is not None and walrus.hits[0].snippet.spans
+    use_store(None)
+    with open_session_dir(lite, OpenMode.READ_ONLY) as sd:
+        for text in WORDS:
+            r = search(sd, text, captured=True, limit=None)
+            assert r.total == ranked[text].total and _view(r) == _view(ranked[text]), text
 
 
 def test_cli_says_how_many_records_were_searched_exactly(both: tuple[Path, Path, str, Path],  # noqa: F811
