@@ -52,6 +52,7 @@ def test_search_json_and_limit(sdir: Path, capsys: pytest.CaptureFixture[str]) -
     assert code == 0
     obj = json.loads(out)
     assert obj["source"] == "index" and obj["total"] == 2 and obj["has_more"] is True
+    assert obj["scanned"] is False and obj["unranked"] == 0  # (a read mode of a team store far behind: True, N)
     (hit,) = obj["hits"]
     assert hit["session_id"] == "s-many" and hit["role"] == "user" and hit["matches"] == 5 and hit["entry_id"]
     a, b = hit["spans"][0]
@@ -96,3 +97,15 @@ def test_search_reports_the_like_scan(sdir: Path, tmp_path: Path, capsys: pytest
     code, out, err = run(capsys, "--dir", str(sdir), "search", "parser")
     assert code == 0 and "LIKE scan" in err and "s-many" in out
     assert sorted(os.listdir(sdir)) == before
+
+
+def test_snippet_line_keeps_the_spaces_beside_a_match_and_stays_safe() -> None:
+    from store.search.results import SearchHit, Snippet
+    from tui.cli.search import snippet_line
+
+    text = "a capybara grazes\nby the \x1b]52;c;eA==\x07 river"
+    start = text.index("capybara")
+    hit = SearchHit("s", -1.0, -1.0, 1, snippet=Snippet(text, ((start, start + len("capybara")),)))
+    line = snippet_line(hit)
+    assert line.startswith("a »capybara« grazes by the ")
+    assert "\n" not in line and UNSAFE.search(line) is None and "\x1b" not in line

@@ -65,8 +65,8 @@ def _score(hit: SearchHit) -> str:
 
 def snippet_line(hit: SearchHit) -> str:
     """The snippet on one line, safe (escapes shown), matched words between » and «."""
-    parts = hit.snippet.parts()
-    return "".join(f"»{one_line(p)}«" if hot else one_line(p) for p, hot in parts)
+    # Made one safe line as a whole: a piece's own spaces, next to a matched word, stay.
+    return one_line("".join(f"»{p}«" if hot else p for p, hot in hit.snippet.parts()))
 
 
 def hit_json(hit: SearchHit, captured: bool) -> dict[str, object]:
@@ -84,6 +84,7 @@ def hit_json(hit: SearchHit, captured: bool) -> dict[str, object]:
 def result_json(result: SearchResult) -> dict[str, object]:
     return {"query": result.query, "source": result.source, "reason": result.reason, "total": result.total,
             "has_more": result.has_more, "captured": result.captured, "exact": result.exact,
+            "scanned": result.scanned, "unranked": result.unranked,
             "hits": [hit_json(h, result.captured) for h in result.hits]}
 
 
