@@ -183,9 +183,13 @@ def being_created(path: Path) -> bool:
         return False  # ours: not being created by another process (and reading it would drop our locks)
     try:
         head = read_head(path)
+        size = path.stat().st_size
     except (OSError, StoreError):
         return False
-    return len(head) < 32 or int.from_bytes(head[28:32], "big") <= 1
+    if len(head) < 32:
+        return True
+    # The header's page count, and the file's own size (a header from before SQLite 3.7 may leave the count 0).
+    return int.from_bytes(head[28:32], "big") <= 1 and size <= (_page_size(head) or 65536)
 
 
 def check_companions(path: Path, head: bytes | None = None, *, creating: bool = False) -> None:

@@ -562,3 +562,22 @@ def test_processes_creating_one_new_directory_at_once_all_open_it(tmp_path: Path
         for p in procs:
             p.join(60)
         assert sorted(results.get(timeout=10) for _ in procs) == ["ok"] * 4
+
+
+def test_only_an_empty_or_one_page_database_is_taken_for_one_being_created(tmp_path: Path) -> None:
+    from store.mothx.db_files import being_created
+
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    assert being_created(empty)
+    one_page = tmp_path / "one.db"
+    conn = sqlite3.connect(one_page)
+    conn.execute("PRAGMA user_version = 7")  # writes the header page only: no table yet
+    conn.close()
+    assert one_page.stat().st_size <= 65536 and being_created(one_page)
+    root = build(tmp_path / "s")  # a v43 directory with rows: never "being created", whatever lies beside it
+    assert not being_created(root / "sessions.db")
+    empty_journal(root)
+    with pytest.raises(StoreError):  # refused at once, as before (no wait: the file is not being created)
+        open_session_dir(root, OpenMode.READ_WRITE, create=True)
+    assert (root / "sessions.db-journal").read_bytes() == b""
