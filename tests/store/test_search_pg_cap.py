@@ -13,15 +13,14 @@ from pathlib import Path
 import pytest
 
 from store.agents import capture as cap
-from store.agents.checkpoint_engine import PgStore, use_store
+from store.agents.checkpoint_engine import use_store
 from store.mothx.db import OpenMode
 from store.mothx.sessiondir import open_session_dir
 from store.search import INDEX, search
 from store.search import pg_index as cs
-from store.search.query import parse
 from store.search.team import refresh_team
 from tests.pg import pg_cluster, pg_dump, pg_execute, pg_url  # noqa: F401 - fixtures
-from tests.store.test_search_pg import _forget, _tree, both  # noqa: F401 - fixtures
+from tests.store.test_search_pg import _forget, _pg_keys, _tree, both  # noqa: F401 - fixtures
 from tests.store.test_search_pg_behind import BEHIND_TEXTS, _append
 
 CAP_WORDS = ["walrus", "parser", "Parser", "pool", "capybara", "café", '"walrus walrus"', "fixed", "more", "reply 3"]
@@ -32,17 +31,6 @@ Key = tuple[str, str, str, int]
 
 def _fold(text: str) -> str:
     return "".join(chr(ord(c) + 32) if "A" <= c <= "Z" else c for c in text)
-
-
-def _index_records(url: str, text: str) -> set[Key]:
-    literal = cs.tsquery(parse(text))
-    if literal is None:
-        return set()
-    store = PgStore(url, OpenMode.READ_ONLY)
-    try:
-        return cs.record_keys(store, literal)
-    finally:
-        store.close()
 
 
 def _expected(held: set[Key], backlog: dict[Key, str], text: str) -> dict[tuple[str, str], tuple[bool, int]]:
@@ -66,7 +54,7 @@ def test_backlog_past_the_cap_is_scanned_exactly(both: tuple[Path, Path, str, Pa
     use_store(url)
     with open_session_dir(team, OpenMode.READ_WRITE) as sd:
         assert refresh_team(sd).kind == "cold"
-    held = {text: _index_records(url, text) for text in CAP_WORDS}
+    held = {text: _pg_keys(url, text) for text in CAP_WORDS}
     with open_session_dir(team, OpenMode.READ_ONLY) as sd:
         current = {text: search(sd, text, captured=True, limit=None) for text in CAP_WORDS}
     before = {(str(a), str(b), str(c), int(d)) for a, b, c, d, _ in pg_execute(url, _LINES)}
