@@ -1,1 +1,18 @@
-"""Sessionscope's terminal UI (Textual). Calls the store only."""
+"""Sessionscope's terminal UI (Textual). Calls the store only.
+
+Importing the UI raises the cyclic garbage collector's first threshold until the app's first screen painted
+(:func:`end_startup_gc`, called by the app): start-up builds tens of thousands of long-lived objects (modules,
+classes, functions, the first rows) and would otherwise pay a hundred young collections walking them, about a
+tenth of the time to the first paint beyond a minimal Textual app's. The default comes back after the paint,
+or at once for a process that imports the UI without running the app and calls :func:`end_startup_gc`.
+"""
+
+import gc as _gc
+
+_DEFAULT_GC = _gc.get_threshold()
+_gc.set_threshold(max(_DEFAULT_GC[0], 100_000), *_DEFAULT_GC[1:])
+
+
+def end_startup_gc() -> None:
+    """The collector's thresholds as they were before the UI was imported (idempotent)."""
+    _gc.set_threshold(*_DEFAULT_GC)

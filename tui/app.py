@@ -32,7 +32,7 @@ from textual.reactive import reactive
 
 from store import config, times
 from store.mothx.db import OpenMode
-from tui import actions
+from tui import actions, end_startup_gc
 from tui.app_keys import AppKeys
 from tui.background import BackgroundWork
 from tui.context import OpensWithStore, ShowsSessionList
@@ -270,6 +270,8 @@ class SessionscopeApp(BackgroundWork, AppKeys, App[object]):
             except OSError:
                 pass
         self._apply_user_keymap()
+        if self.session_dir is None:
+            self.call_after_refresh(end_startup_gc)  # the welcome screen opens no store
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         for problem in self.startup_problems:
             notify(self, problem, title="Settings", severity="warning")
@@ -359,6 +361,7 @@ class SessionscopeApp(BackgroundWork, AppKeys, App[object]):
             self.integrity = LIST_BUILDING
             self._build_list(message.sd)
         self._start_live(message.sd)
+        self.call_after_refresh(end_startup_gc)  # the first rows are painted by then (see tui/__init__.py)
         # The integrity check waits for the first window of rows (SessionsScreen asks for it); a fallback
         # starts it anyway a little later when no list asked.
         self.set_timer(1.0, self.start_integrity_check)
@@ -367,6 +370,7 @@ class SessionscopeApp(BackgroundWork, AppKeys, App[object]):
     def _store_failed(self, message: StoreFailed) -> None:
         from tui.screens.welcome import OpenFailedScreen
 
+        end_startup_gc()
         self.open_error = message.error
         self._opened.set()
         notify(self, message.error, title="Cannot open the session directory", severity="error", timeout=10)
@@ -403,6 +407,15 @@ class SessionscopeApp(BackgroundWork, AppKeys, App[object]):
         """Our TOML themes first, then Textual's built-in ones."""
         rest = sorted(name for name in self.available_themes if name not in self.theme_names and name != "textual-ansi")
         return [*self.theme_names, *rest]
+
+    def refresh_css(self, animate: bool = True) -> None:
+        """Textual's refresh, except before the first screen: the theme chosen in ``__init__`` asks for one, and
+        nothing is styled yet, so the new variables are all it needs (the first parse, when the first screen is
+        styled, uses them). Without this the whole CSS is parsed twice before the first paint."""
+        if not self.screen_stack:
+            self.stylesheet.set_variables(self.get_css_variables())
+            return
+        super().refresh_css(animate)
 
     def _theme_changed(self, theme: Theme) -> None:
         try:
@@ -459,6 +472,7 @@ class SessionscopeApp(BackgroundWork, AppKeys, App[object]):
         return max(0.0, self._quit_deadline - time.monotonic())
 
     def on_unmount(self) -> None:
+        end_startup_gc()
         self._begin_quit()
         self._opened.set()
         if self.live is not None:

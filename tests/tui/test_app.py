@@ -749,3 +749,31 @@ async def test_help_says_what_the_screen_is_for(demo_master: Path) -> None:
         assert isinstance(app.screen, HelpScreen)
         about = str(app.screen.query_one("#help-about", Static).render())
         assert about.startswith("Sessions: Every session"), about
+
+
+async def test_the_theme_chosen_at_start_styles_the_first_screen_and_the_collector_is_restored(
+        demo_master: Path) -> None:
+    """The theme set in ``__init__`` is applied without a second parse (``refresh_css`` before the first screen
+    only sets the variables): the first screen's colours are the chosen theme's, for the default and for a
+    remembered light theme. After the first paint the garbage collector's thresholds are the defaults again."""
+    import gc
+
+    from textual.color import Color
+
+    import tui
+    from store import config
+
+    for name in ("sessionscope-dark", "sessionscope-light"):
+        config.set_value("theme", name)
+        app = SessionscopeApp(demo_master, OpenMode.SNAPSHOT)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(pilot)
+            theme = app.get_theme(name)
+            assert app.theme == name and theme is not None
+            assert app.screen.styles.background == Color.parse(theme.background or "")
+            assert gc.get_threshold() == tui._DEFAULT_GC
+            await pilot.press("ctrl+t")  # a theme change after start still re-styles the screen
+            await pilot.pause()
+            other = app.get_theme(app.theme)
+            assert other is not None and app.theme != name
+            assert app.screen.styles.background == Color.parse(other.background or "")
