@@ -345,3 +345,19 @@ def test_older_layout_lists_with_a_note(tmp_path: Path, capsys: pytest.CaptureFi
     assert [(d["id"], d["channel_type"], d["preview"]) for d in json.loads(out)] == [
         ("0123456789abcdef", "local", "legacy hello")]
     assert err.startswith("sessionscope: note: ") and err.count("\n") == 1
+
+
+def test_a_command_runs_with_the_collectors_default_thresholds(sdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Importing the UI holds young collections back until the app's first paint (tui/__init__.py); a command
+    that runs no app puts the defaults back before it works (``serve`` and ``capture`` run for long)."""
+    import gc
+
+    import tui
+
+    gc.set_threshold(100_000, *tui._DEFAULT_GC[1:])
+    try:
+        code, _, _ = run(capsys, "list", "--dir", str(sdir))
+        assert code == 0
+        assert gc.get_threshold() == tui._DEFAULT_GC
+    finally:
+        tui.end_startup_gc()

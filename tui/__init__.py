@@ -3,8 +3,8 @@
 Importing the UI raises the cyclic garbage collector's first threshold until the app's first screen painted
 (:func:`end_startup_gc`, called by the app): start-up builds tens of thousands of long-lived objects (modules,
 classes, functions, the first rows) and would otherwise pay a hundred young collections walking them, about a
-tenth of the time to the first paint beyond a minimal Textual app's. The default comes back after the paint,
-or at once for a process that imports the UI without running the app and calls :func:`end_startup_gc`.
+tenth of the time to the first paint beyond a minimal Textual app's. The defaults come back after that paint;
+a command-line command that runs no app puts them back before it starts (:mod:`tui.cli.core`).
 """
 
 import gc as _gc

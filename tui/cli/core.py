@@ -38,6 +38,7 @@ from store.errors import AmbiguousSessionId, LeaseBusy, ReadOnlyStore, RepairRef
 from store.mothx.db import OpenMode
 from store.paths import SESSIONS_DB, sessions_db_path
 from store.safetext import one_line, safe
+from tui import end_startup_gc
 from tui.cli import arguments, output
 from tui.cli.errors import UsageError
 from tui.cli.output import Column, err, note, out
@@ -372,6 +373,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         import importlib
 
         return int(importlib.import_module("tui.cli.launch").open_ui(args))  # by name, as COMMAND_MODULES
+    end_startup_gc()  # the other commands run no app: the collector's defaults now (see tui/__init__.py)
     if args.command == "list":
         return _cmd_list(args)
     if args.command == "show":
