@@ -20,10 +20,13 @@ back) and :mod:`store.agents.repair_copy` (repaired copies); every public name o
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -81,6 +84,7 @@ from store.agents.capture_verify import (
     verify,
 )
 from store.agents.checkpoint_db import CheckpointStore, checkpointed_sessions
+from store.agents.checkpoint_firstbuild import FIRST_BUILD_BYTES, FirstBuild, open_first_build
 from store.agents.native import (
     AGENT_CLAUDE_CODE,
     AGENT_CODEX,
@@ -91,6 +95,7 @@ from store.agents.repair_copy import (
     export_repaired_copy,
     repaired_copy_name,
 )
+from store.mothx.db import Database
 from store.mothx.sessiondir import SessionDir
 from store.safetext import one_line
 
@@ -130,13 +135,13 @@ def unreadable_note(scans: Sequence[FileScan], shown: int = 3) -> str:
 
 
 SUPERSEDED_RETRIES = 8
-# Sessions written per transaction by a capture of many, and the kept tail bytes of such a batch: as much as
-# one session may keep (TAIL_MEMORY_BUDGET). Every commit writes again the pages of the lines' key index that
-# the batch touched (its keys start with random session ids, so a batch touches pages all over it) and the
-# savepoint's journal of them: 1,000 transcripts (55 MB) in 16 batches wrote 217 MB (WAL, file, journal), in
-# one batch 147 MB, i.e. the 73 MB file once to the WAL and once into place.
+# Sessions written per transaction by a capture of many, and the kept tail bytes of such a batch. A batch is
+# written on the capture's writer thread while the next one is scanned (:class:`_BatchWriter`), so two batches'
+# tails may be in memory at once. Every commit writes again the pages of the lines' key index that the batch
+# touched (its keys start with random session ids, so a batch touches pages all over it): 16 MiB batches are
+# the balance, four transactions for the 55 MB of the capture benchmark, the first overlapping the scan early.
 BATCH_SESSIONS = 1024
-BATCH_BYTES = 64 * 1024 * 1024
+BATCH_BYTES = 16 * 1024 * 1024
 
 
 class _Superseded(Exception):
@@ -350,8 +355,29 @@ def capture_sources(
     unkeyed: Sequence[UnkeyedFile],
     progress: ProgressCallback | None = None,
 ) -> CaptureSummary:
-    """Capture discovered sessions (the common part of the two ``capture_*`` functions)."""
+    """Capture discovered sessions (the common part of the two ``capture_*`` functions). A first capture into a
+    directory without a checkpoint file builds it privately and publishes it (:mod:`checkpoint_firstbuild`);
+    when another process published one first, the capture runs again into that one."""
     agentstate.require_state_writable(sd)
+    while True:
+        try:
+            return _capture_sources(sd, agent, root, sessions, unkeyed, progress)
+        except _StoreAppeared:
+            continue
+
+
+class _StoreAppeared(Exception):
+    """A first capture's private build could not be published: another process made the checkpoint file."""
+
+
+def _capture_sources(
+    sd: SessionDir,
+    agent: str,
+    root: Path,
+    sessions: Sequence[SessionSource],
+    unkeyed: Sequence[UnkeyedFile],
+    progress: ProgressCallback | None,
+) -> CaptureSummary:
     all_files = [f for s in sessions for f in s.files] + [u.file for u in unkeyed]
     files_total = len(all_files)
     bytes_total = sum(f.size for f in all_files)
@@ -367,28 +393,56 @@ def capture_sources(
 
     if progress:
         progress(CaptureProgress(0, files_total, 0, bytes_total, ""))
-    opened = agentstate.open_state_db(sd, create=True)
-    assert opened is not None
-    db: CheckpointStore = opened
+    first = open_first_build(sd)
+    build: FirstBuild | None = None
+    db: CheckpointStore
+    if first is not None:
+        db, build = first
+    else:
+        opened = agentstate.open_state_db(sd, create=True)
+        assert opened is not None
+        db = opened
     results: list[SessionCaptureResult | None] = []
     batch: list[tuple[int, _Pending]] = []
     batch_bytes = 0
+    writer = _BatchWriter()
+
+    def publish() -> None:
+        """The private build put in place, and the capture goes on in the published file (no write in flight)."""
+        nonlocal db, build
+        assert build is not None and isinstance(db, Database)
+        done, build = build, None
+        if not done.publish(db):
+            raise _StoreAppeared()
+        reopened = agentstate.open_state_db(sd, create=True)
+        assert reopened is not None
+        db = reopened
 
     def write_batch() -> None:
         nonlocal batch, batch_bytes
         if not batch:
             return
-        outcomes = agentstate.capture_batch(db, [p.item() for _, p in batch])
-        for (index, p), outcome in zip(batch, outcomes, strict=True):
-            try:
-                results[index] = p.finish(db, outcome)
-            except _Superseded:  # another process or host wrote it meanwhile: this session alone, again
-                results[index] = capture_session(db, p.source)
-        batch, batch_bytes = [], 0
+        todo, batch, batch_bytes = batch, [], 0
+        writer.wait()
+        if build is not None and build.size() >= FIRST_BUILD_BYTES:
+            publish()
+        store = db
+
+        def write() -> None:
+            outcomes = agentstate.capture_batch(store, [p.item() for _, p in todo])
+            for (index, p), outcome in zip(todo, outcomes, strict=True):
+                try:
+                    results[index] = p.finish(store, outcome)
+                except _Superseded:  # another process or host wrote it meanwhile: this session alone, again
+                    results[index] = capture_session(store, p.source)
+
+        writer.submit(write)
 
     try:
         headed = checkpointed_sessions(db, agent)  # one query instead of one per session
         for source in sessions:
+            if source.agent_session_id in headed:
+                writer.wait()  # its canonical shape is read: the store is used by one thread at a time
             prepared = _prepare(db, source, tick, headed)
             if isinstance(prepared, SessionCaptureResult):
                 results.append(prepared)
@@ -396,6 +450,7 @@ def capture_sources(
             results.append(None)
             if any(s.tail is None for s in prepared.live):
                 write_batch()  # a tail too big to keep is re-read while it is written: on its own
+                writer.wait()
                 results[-1] = _capture_pending(db, prepared)
                 continue
             batch.append((len(results) - 1, prepared))
@@ -403,13 +458,61 @@ def capture_sources(
             if len(batch) >= BATCH_SESSIONS or batch_bytes >= BATCH_BYTES:
                 write_batch()
         write_batch()
+        writer.wait()
+        if build is not None:
+            publish()
+    except BaseException as exc:
+        writer.wait(reraise=False)  # the store is closed below: its writer is done first
+        if build is not None and isinstance(db, Database) and not isinstance(exc, _StoreAppeared):
+            kept, build = build, None
+            with contextlib.suppress(Exception):  # what was committed is kept, as it is in place
+                kept.publish(db)
+        raise
     finally:
+        writer.shutdown()
+        if build is not None:
+            db.close()
+            build.discard()
         db.close()
     done = [r for r in results if r is not None]
     for u in unkeyed:
         done.append(_unkeyed_result(agent, u))
         tick(u.file)
     return CaptureSummary(agent, str(root), tuple(done), files_total, bytes_total)
+
+
+class _BatchWriter:
+    """Writes a capture's batches on one background thread while the capture scans the next batch: at most one
+    batch in flight, so at most two batches' kept tails are in memory. The thread spends most of a batch in
+    SQLite or the PostgreSQL driver, which let go of Python's lock (the lines go in multi-row statements:
+    :class:`~store.agents.checkpoint_fresh.LineInserts`), so on two cores the scan's parsing and the store's
+    writing overlap. The store itself is only ever used by one thread at a time: the capture waits
+    (:meth:`wait`) before it reads from the store or writes on its own."""
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._inflight: Future[None] | None = None
+
+    def submit(self, write: Callable[[], None]) -> None:
+        self.wait()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sessionscope-capture-writer")
+        self._inflight = self._pool.submit(write)
+
+    def wait(self, *, reraise: bool = True) -> None:
+        """Until the batch in flight is written; its error raised here (``reraise``) or dropped."""
+        inflight, self._inflight = self._inflight, None
+        if inflight is None:
+            return
+        if reraise:
+            inflight.result()
+        else:
+            futures_wait([inflight])
+
+    def shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
 
 def _capture_pending(db: CheckpointStore, prepared: _Pending) -> SessionCaptureResult:

@@ -17,13 +17,15 @@ import json
 import secrets
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import chain
+from functools import lru_cache
+from itertools import chain, repeat
 
 from store.agents.checkpoint_db import StoreConn
 from store.agents.checkpoint_engine import PgConnection
 from store.agents.checkpoint_model import (
+    INSERT_BATCH_BYTES,
     InvalidSessionState,
     PersistedSessionState,
     ReplaceResult,
@@ -54,12 +56,89 @@ class CaptureItem:
 
 _ROWS_PER_INSERT = 256  # sessions per multi-row session insert (7 parameters each)
 LINE_COLUMNS = ("session_id", "file_path", "line_number", "content", "content_bytes")
-# A trusted tail's records are UTF-8 bytes: bound as they are and stored as the text they spell (no decoding
-# in Python, no encoding again in the driver; the column still holds TEXT).
-INSERT_LINE_BYTES = (
-    "INSERT INTO agent_state_lines (session_id, file_path, line_number, content, content_bytes) "
-    "VALUES (?, ?, ?, CAST(? AS TEXT), ?)"
-)
+# A trusted tail's records are UTF-8 bytes: bound as they are and stored as the text they spell, CAST(? AS TEXT)
+# (no decoding in Python, no encoding again in the driver; the column still holds TEXT).
+LINE_ROWS_PER_STATEMENT = 2048
+"""Lines per multi-row ``INSERT`` on SQLite (5 parameters each: 10,240, within the 32,766 that SQLite allows
+since 3.32). One statement step inserts them all: the driver lets go of Python's lock once per statement, not
+once per row, so the capture's writer thread does not queue for that lock behind the scanning thread at every
+row (with ``executemany`` it waited up to a switch interval per row)."""
+
+
+@lru_cache(maxsize=16)
+def _insert_lines_sql(count: int, raw: bool) -> str:
+    row = "(?, ?, ?, CAST(? AS TEXT), ?)" if raw else "(?, ?, ?, ?, ?)"
+    return ("INSERT INTO agent_state_lines (session_id, file_path, line_number, content, content_bytes) VALUES "
+            + ", ".join([row] * count))
+
+
+SQLITE_PARAMS_PER_STATEMENT = 10_240
+"""Parameters bound to one multi-row statement on SQLite (:func:`execute_rows`, :class:`LineInserts`)."""
+
+
+def execute_rows(conn: StoreConn, head: str, row: str, rows: Sequence[Sequence[object]], tail: str = "") -> None:
+    """``head`` + ``row`` + ``tail`` for every row: on PostgreSQL one ``executemany`` (the driver pipelines it);
+    on SQLite multi-row statements (``head row, row, … tail``) of up to :data:`SQLITE_PARAMS_PER_STATEMENT`
+    parameters, so a batch of sessions costs a few driver calls per table, not one per session (each call lets
+    go of Python's lock and must take it back: see :data:`LINE_ROWS_PER_STATEMENT`)."""
+    if not rows:
+        return
+    if isinstance(conn, PgConnection):
+        conn.executemany(head + row + tail, rows)
+        return
+    per = max(1, SQLITE_PARAMS_PER_STATEMENT // max(1, len(rows[0])))
+    for start in range(0, len(rows), per):
+        part = rows[start:start + per]
+        conn.execute(f"{head}{', '.join([row] * len(part))}{tail}", list(chain.from_iterable(part)))
+
+
+class LineInserts:
+    """Line rows (:data:`LINE_COLUMNS`) inserted on SQLite by multi-row statements of at most
+    :data:`LINE_ROWS_PER_STATEMENT` rows and about ``INSERT_BATCH_BYTES`` of content (the driver copies every
+    bound value: a statement's parameters are bounded like one ``executemany`` batch's rows). ``raw``: the
+    contents are UTF-8 bytes, stored as the text they spell. Call :meth:`flush` at the end."""
+
+    def __init__(self, conn: sqlite3.Connection, *, raw: bool) -> None:
+        self.conn = conn
+        self.raw = raw
+        self.rows: list[Sequence[object]] = []
+        self.size = 0
+        self.written = 0
+
+    def add(self, row: Sequence[object], size: int) -> None:
+        self.rows.append(row)
+        self.size += size + 1
+        if len(self.rows) >= LINE_ROWS_PER_STATEMENT or self.size >= INSERT_BATCH_BYTES:
+            self.flush()
+
+    def add_tail(self, session_id: str, tail: TrustedTail) -> None:
+        """A trusted tail's lines, taken a statement's worth at a time (a few Python steps per statement, not a
+        call per row); where the byte bound falls inside that piece, row by row up to it."""
+        contents, sizes, n = tail.contents, tail.sizes, len(tail.contents)
+        start = 0
+        while start < n:
+            stop = min(n, start + LINE_ROWS_PER_STATEMENT - len(self.rows))
+            size = sum(sizes[start:stop]) + (stop - start)
+            if self.size + size >= INSERT_BATCH_BYTES:
+                for k in range(start, stop):
+                    self.add((session_id, tail.file_path, tail.first_line + k, contents[k], sizes[k]), sizes[k])
+            else:
+                count = stop - start
+                self.rows.extend(zip(repeat(session_id, count), repeat(tail.file_path, count),
+                                     range(tail.first_line + start, tail.first_line + stop), contents[start:stop],
+                                     sizes[start:stop], strict=True))
+                self.size += size
+                if len(self.rows) >= LINE_ROWS_PER_STATEMENT:
+                    self.flush()
+            start = stop
+
+    def flush(self) -> int:
+        """Insert what is held; the rows written so far."""
+        if self.rows:
+            part, self.rows, self.size = self.rows, [], 0
+            self.written += self.conn.execute(_insert_lines_sql(len(part), self.raw),
+                                              list(chain.from_iterable(part))).rowcount
+        return self.written
 
 
 def peek_trusted(records: Iterable[StagedRecord]) -> tuple[list[StagedRecord], Iterable[StagedRecord], bool]:
@@ -118,8 +197,8 @@ def _created(conn: StoreConn, items: list[CaptureItem], now: str) -> tuple[list[
              for i, sid in zip(items, fresh, strict=True)], [run for _, run in drawn])
 
 
-TailWriter = Callable[[StoreConn, str, list[TrustedTail]], int]
-"""Writes a session's trusted tails in bounded batches; returns the rows written."""
+TailWriter = Callable[[StoreConn, list[tuple[str, list[TrustedTail]]]], int]
+"""Writes the trusted tails of sessions (session id, its tails) in bounded batches; returns the rows written."""
 
 
 def write_fresh(
@@ -195,48 +274,53 @@ def _write(
                          json.dumps([f.shape.to_json() for f in state.files], separators=(",", ":")), now, now))
         results[i] = ReplaceResult(records_written=written, bytes_written=restored, files_trimmed=0)
     hosted = [(f, items[i]) for f, i in zip(fences, chosen, strict=True) if items[i].source_root is not None]
-    if hosted:
-        conn.executemany(
-            "UPDATE agent_state_sessions SET runtime_fencing_token = ?, source_root = ?, updated_at = ? "
-            "WHERE session_id = ?",
-            [(f.fencing_token, item.source_root, now, f.session_id) for f, item in hosted],
-        )
     rest = [f for f, i in zip(fences, chosen, strict=True) if items[i].source_root is None]
-    if rest:
-        conn.executemany("UPDATE agent_state_sessions SET runtime_fencing_token = ?, updated_at = ? WHERE session_id = ?",
-                         [(f.fencing_token, now, f.session_id) for f in rest])
-    if hosted:
-        conn.executemany(
-            "INSERT INTO agent_state_session_hosts (session_id, host, updated_at) VALUES (?, ?, ?) "
-            "ON CONFLICT (session_id) DO UPDATE SET host = excluded.host, updated_at = excluded.updated_at",
-            [(f.session_id, host, now) for f, _ in hosted],
-        )
+    _set_tokens(conn, [(f.session_id, f.fencing_token, item.source_root) for f, item in hosted], now)
+    _set_tokens(conn, [(f.session_id, f.fencing_token, None) for f in rest], now)
+    execute_rows(conn, "INSERT INTO agent_state_session_hosts (session_id, host, updated_at) VALUES ", "(?, ?, ?)",
+                 [(f.session_id, host, now) for f, _ in hosted],
+                 " ON CONFLICT (session_id) DO UPDATE SET host = excluded.host, updated_at = excluded.updated_at")
     # Staged and published in this very transaction: nobody ever sees the run running.
-    conn.executemany(
-        "INSERT INTO agent_state_runs (session_id, run_id, fencing_token, status, created_at, finished_at) "
-        "VALUES (?, ?, ?, 'completed', ?, ?)",
-        [(f.session_id, f.run_id, f.fencing_token, now, now) for f in fences],
-    )
-    conn.executemany("INSERT INTO agent_state_run_hosts (session_id, run_id, host) VALUES (?, ?, ?)",
-                     [(f.session_id, f.run_id, host) for f in fences])
-    conn.executemany(
-        "INSERT INTO agent_state_versions (session_id, through_run_id, agent_id, agent_session_id, cwd, "
-        "transcript_path, runtime_fencing_token, file_count, record_count, file_shapes, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        versions,
-    )
+    execute_rows(conn, "INSERT INTO agent_state_runs (session_id, run_id, fencing_token, status, created_at, "
+                 "finished_at) VALUES ", "(?, ?, ?, 'completed', ?, ?)",
+                 [(f.session_id, f.run_id, f.fencing_token, now, now) for f in fences])
+    execute_rows(conn, "INSERT INTO agent_state_run_hosts (session_id, run_id, host) VALUES ", "(?, ?, ?)",
+                 [(f.session_id, f.run_id, host) for f in fences])
+    execute_rows(conn, "INSERT INTO agent_state_versions (session_id, through_run_id, agent_id, agent_session_id, "
+                 "cwd, transcript_path, runtime_fencing_token, file_count, record_count, file_shapes, created_at, "
+                 "updated_at) VALUES ", "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", versions)
     expected = sum(r.records_written for r in results.values())
-    got = sum(write_tails(conn, fence.session_id, mine) for fence, mine in zip(fences, tails, strict=True))
+    got = write_tails(conn, [(fence.session_id, mine) for fence, mine in zip(fences, tails, strict=True)])
     if got != expected:
         raise InvalidSessionState(f"The capture inserted {got} records where {expected} were expected.")
-    if marks:
-        conn.executemany(
-            "INSERT INTO agent_state_file_marks (session_id, through_run_id, file_path, restored_bytes) "
-            "VALUES (?, ?, ?, ?)",
-            marks,
-        )
-    conn.executemany(
-        "INSERT INTO agent_state_publications (session_id, run_id, checkpoint_reset, updated_at) VALUES (?, ?, ?, ?)",
-        [(f.session_id, f.run_id, False, now) for f in fences],
-    )
+    execute_rows(conn, "INSERT INTO agent_state_file_marks (session_id, through_run_id, file_path, restored_bytes) "
+                 "VALUES ", "(?, ?, ?, ?)", marks)
+    execute_rows(conn, "INSERT INTO agent_state_publications (session_id, run_id, checkpoint_reset, updated_at) "
+                 "VALUES ", "(?, ?, ?, ?)", [(f.session_id, f.run_id, False, now) for f in fences])
     return results
+
+
+def _set_tokens(conn: StoreConn, rows: list[tuple[str, int, str | None]], now: str) -> None:
+    """Give new sessions their fencing token (and source root, where not None): rows of (session id, token,
+    root). On SQLite one ``UPDATE … FROM`` a list of values per statement; on PostgreSQL an ``executemany``."""
+    if not rows:
+        return
+    hosted = rows[0][2] is not None
+    if isinstance(conn, PgConnection):
+        if hosted:
+            conn.executemany("UPDATE agent_state_sessions SET runtime_fencing_token = ?, source_root = ?, "
+                             "updated_at = ? WHERE session_id = ?", [(t, r, now, s) for s, t, r in rows])
+        else:
+            conn.executemany("UPDATE agent_state_sessions SET runtime_fencing_token = ?, updated_at = ? "
+                             "WHERE session_id = ?", [(t, now, s) for s, t, _ in rows])
+        return
+    per = SQLITE_PARAMS_PER_STATEMENT // 3
+    for start in range(0, len(rows), per):
+        part = rows[start:start + per]
+        conn.execute(
+            "WITH v(session_id, token, root) AS (VALUES " + ", ".join(["(?, ?, ?)"] * len(part)) + ") "
+            "UPDATE agent_state_sessions SET runtime_fencing_token = v.token, "
+            + ("source_root = v.root, " if hosted else "") + "updated_at = ? "
+            "FROM v WHERE agent_state_sessions.session_id = v.session_id",
+            [*chain.from_iterable(part), now],
+        )

@@ -26,9 +26,9 @@ from itertools import accumulate, repeat
 from store.agents.checkpoint_db import CheckpointStore, StoreConn, canonical_shapes_of
 from store.agents.checkpoint_engine import PgConnection, lock_suffix
 from store.agents.checkpoint_fresh import (
-    INSERT_LINE_BYTES,
     LINE_COLUMNS,
     CaptureItem,
+    LineInserts,
     StagedRecord,
     driver_error,
     peek_trusted,
@@ -62,9 +62,7 @@ from store.errors import StoreError
 from store.safetext import one_line
 
 HOST_ENV = "SESSIONSCOPE_HOST"
-_INSERT_LINES = (
-    "INSERT INTO agent_state_lines (session_id, file_path, line_number, content, content_bytes) VALUES (?, ?, ?, ?, ?)"
-)
+
 
 def this_host() -> str:
     """The host a capture records: ``$SESSIONSCOPE_HOST`` when set, else the machine's host name. Bytes that are
@@ -355,19 +353,32 @@ class _LineWriter:
                 rows = [(a, b, c, d.decode("utf-8"), e) for a, b, c, d, e in rows]  # type: ignore[attr-defined]
             got = self.conn.copy_rows("agent_state_lines", LINE_COLUMNS, list(rows))
         else:
-            got = self.conn.executemany(INSERT_LINE_BYTES if raw else _INSERT_LINES, rows).rowcount
+            inserts = LineInserts(self.conn, raw=raw)
+            for row in rows:
+                inserts.add(row, row[4])  # type: ignore[arg-type]
+            got = inserts.flush()
         if got != count:
             raise InvalidSessionState(f"A batch of {count} records wrote {got} rows.")
         self.written += count
         self.bytes_written += size
 
 
-def _write_tails(conn: StoreConn, session_id: str, tails: list[TrustedTail]) -> int:
-    """A new session's trusted tails, in the batches of :class:`_LineWriter`; the rows written."""
-    writer = _LineWriter(conn, session_id)
-    for tail in tails:
-        writer.add_tail(tail, sum(tail.sizes) + len(tail.sizes))
-    return writer.written
+def _write_tails(conn: StoreConn, sessions: list[tuple[str, list[TrustedTail]]]) -> int:
+    """New sessions' trusted tails: on PostgreSQL one COPY per batch of :class:`_LineWriter`; on SQLite the lines
+    of all the sessions together in multi-row statements (:class:`LineInserts`). The rows written."""
+    if isinstance(conn, PgConnection):
+        total = 0
+        for session_id, tails in sessions:
+            writer = _LineWriter(conn, session_id)
+            for tail in tails:
+                writer.add_tail(tail, sum(tail.sizes) + len(tail.sizes))
+            total += writer.written
+        return total
+    inserts = LineInserts(conn, raw=True)
+    for session_id, tails in sessions:
+        for tail in tails:
+            inserts.add_tail(session_id, tail)
+    return inserts.flush()
 
 
 def _stage_in(

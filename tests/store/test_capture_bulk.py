@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from store.agents import agentstate, capture_scan, checkpoint_write
+from store.agents import agentstate, capture_scan, checkpoint_fresh
 from store.agents import capture as cap
 from store.agents.checkpoint_db import PAGE_SIZE
 from store.agents.checkpoint_records import StreamValidator
@@ -152,17 +154,19 @@ def test_an_appended_compact_tail_after_a_capture(tmp_path: Path, sd: SessionDir
 
 def test_trusted_tails_are_written_in_bounded_batches(tmp_path: Path, sd: SessionDir,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(checkpoint_write, "INSERT_BATCH_RECORDS", 7)
-    monkeypatch.setattr(checkpoint_write, "INSERT_BATCH_BYTES", 2000)
+    """On SQLite a first capture's lines go in multi-row statements, each bounded by rows and bytes."""
+    monkeypatch.setattr(checkpoint_fresh, "LINE_ROWS_PER_STATEMENT", 7)
+    monkeypatch.setattr(checkpoint_fresh, "INSERT_BATCH_BYTES", 2000)
     sizes: list[int] = []
-    original = checkpoint_write._LineWriter._write
+    original = checkpoint_fresh.LineInserts.flush
 
-    def spy(self: checkpoint_write._LineWriter, rows: object, count: int, size: int, *, raw: bool = False) -> None:
-        sizes.append(count)
-        assert raw and count <= 7 and (size < 2000 + 400 or count == 1)
-        original(self, rows, count, size, raw=raw)  # type: ignore[arg-type]
+    def spy(self: checkpoint_fresh.LineInserts) -> int:
+        if self.rows:
+            sizes.append(len(self.rows))
+            assert self.raw and len(self.rows) <= 7 and (self.size < 2000 + 400 or len(self.rows) == 1)
+        return original(self)
 
-    monkeypatch.setattr(checkpoint_write._LineWriter, "_write", spy)
+    monkeypatch.setattr(checkpoint_fresh.LineInserts, "flush", spy)
     root = tmp_path / "projects"
     path = root / REL
     path.parent.mkdir(parents=True)
@@ -206,6 +210,49 @@ def test_an_error_of_the_writer_thread_surfaces(tmp_path: Path, sd: SessionDir,
         cap.capture_claude_code(sd, root)
     monkeypatch.undo()
     assert cap.capture_claude_code(sd, root).session(SID).status == "new"  # type: ignore[union-attr]
+
+
+def test_the_next_batch_is_scanned_while_one_is_written_and_one_at_most_is_in_flight(
+    tmp_path: Path, sd: SessionDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cap, "BATCH_SESSIONS", 1)
+    root = tmp_path / "projects"
+    ids = [f"5b1f0c8e-0000-4000-8000-0000000001{i:02d}" for i in range(4)]
+    for s in ids:
+        (root / "-home-u-repo").mkdir(parents=True, exist_ok=True)
+        (root / "-home-u-repo" / f"{s}.jsonl").write_bytes(rec(1).replace(SID.encode(), s.encode()) + b"\n")
+    prepared: list[str] = []
+    scanned_meanwhile: list[bool] = []
+    in_flight = [0, 0]  # now, most
+    original_prepare, original_batch = cap._prepare, agentstate.capture_batch
+    lock = threading.Lock()
+
+    def prepare(db: object, source: cap.SessionSource, *args: object) -> object:
+        prepared.append(source.agent_session_id)
+        return original_prepare(db, source, *args)  # type: ignore[arg-type]
+
+    def batch(db: object, items: list[agentstate.CaptureItem]) -> object:
+        assert threading.current_thread() is not threading.main_thread()
+        with lock:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight)
+        mine = prepared.index(items[0].agent_session_id)
+        last = mine == len(ids) - 1
+        deadline = time.monotonic() + 10
+        while len(prepared) <= mine + 1 and not last and time.monotonic() < deadline:
+            time.sleep(0.005)  # the capture scans the next session while this batch is being written
+        scanned_meanwhile.append(len(prepared) > mine + 1 or last)
+        try:
+            return original_batch(db, items)  # type: ignore[arg-type]
+        finally:
+            with lock:
+                in_flight[0] -= 1
+
+    monkeypatch.setattr(cap, "_prepare", prepare)
+    monkeypatch.setattr(agentstate, "capture_batch", batch)
+    summary = cap.capture_claude_code(sd, root)
+    assert summary.counts["new"] == 4 and all(scanned_meanwhile) and len(scanned_meanwhile) == 4
+    assert in_flight[1] == 1
 
 
 def test_a_new_checkpoint_file_has_16_kib_pages(tmp_path: Path, sd: SessionDir) -> None:

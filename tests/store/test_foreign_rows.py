@@ -254,6 +254,14 @@ _CELLS = st.sampled_from([(t, c) for t, cols in TABLES.items() for c in cols])
 _CHANGES = st.lists(st.tuples(_CELLS, st.integers(0, 40), _VALUES), min_size=1, max_size=6)
 
 
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _previews(sd: SessionDir, db: Path) -> list[Repair]:
     runs = _ids(db, "SELECT id FROM session_runs")
     sessions = _ids(db, "SELECT id FROM sessions")
@@ -261,14 +269,15 @@ def _previews(sd: SessionDir, db: Path) -> list[Repair]:
     repairs += [RecoverRun(sd, r) for r in runs] + [RecoverRun(sd, r, user_stop=True) for r in runs[:2]]
     repairs += [ReleaseExpiredLease(sd, s) for s in sessions]
     conn = sqlite3.connect(db)
+    conn.text_factory = lambda raw: raw.decode("utf-8", "surrogateescape")  # a corrupted cell: not UTF-8
     try:
         rows = conn.execute("SELECT session_id, local_turn_id, provider_call_id FROM tool_execution_records").fetchall()
     finally:
         conn.close()
     for sid, turn, call in rows:
-        if isinstance(sid, str) and isinstance(turn, str):
+        if isinstance(sid, str) and isinstance(turn, str) and _utf8(sid) and _utf8(turn):
             repairs.append(AbandonToolExecutions(sd, sid, turn))
-            if isinstance(call, str) and call:
+            if isinstance(call, str) and call and _utf8(call):
                 repairs.append(RequestToolRecovery(sd, sid, turn, [call]))
     return repairs
 
