@@ -116,8 +116,8 @@ def postgres_database(url: str, name: str) -> Iterator[str]:
     """A new empty database beside the one ``url`` names (its checkpoint tables are made by the capture)."""
     import psycopg
 
-    head, _, rest = url.rpartition("/")
-    _, sep, query = rest.partition("?")
+    base, sep, query = url.partition("?")  # the query may name a socket folder: split before it
+    head, _, _ = base.rpartition("/")
     admin = f"{head}/postgres{sep}{query}".replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'")
