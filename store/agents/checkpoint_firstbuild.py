@@ -4,19 +4,23 @@ where the file goes, then published whole.
 A checkpoint file in WAL mode writes every page twice: once into the ``-wal`` file (as frames that are not
 aligned to the file system's pages) and once more into the file at the checkpoint. A brand-new file has nothing
 to protect and nobody reading it, so :func:`open_first_build` makes it privately
-(``.agent-state.db.<pid>.<random>.building``) with its rollback journal in memory and no syncs: each page is
+(``.agent-state.db.<pid>.<host>.<random>.building``) with its rollback journal in memory and no syncs: each page is
 written once. :meth:`FirstBuild.publish` switches it to WAL, syncs it, and links it into place only if no
 checkpoint file exists there yet (a hard link never replaces a file): when another process made one meanwhile,
 the private file is dropped and the capture runs again into that store, so nothing is stored twice and no
 head is lost. Nobody sees the store before it is published, so a capture publishes its build once it has
 :data:`FIRST_BUILD_BYTES` and writes on in the published file: a process that is killed loses at most that much
-work (a build left by a process that no longer runs is removed by the next first capture).
+work. A build left by a process that no longer runs (on this host), or not written for an hour (by any host:
+a live build is written to all the time), is removed by the next first capture.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +31,8 @@ from store.mothx.db import Database
 from store.mothx.sessiondir import SessionDir
 
 BUILD_SUFFIX = ".building"
+STALE_BUILD_SECONDS = 3600
+"""A build no process has written for this long is abandoned, whichever host made it."""
 FIRST_BUILD_BYTES = 256 * 1024 * 1024
 """A first capture's private build is published once it holds this many bytes (then it writes on in place)."""
 
@@ -94,7 +100,7 @@ def open_first_build(sd: SessionDir) -> tuple[Database, FirstBuild] | None:
         return None
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_builds(target)
-    path = target.with_name(f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}{BUILD_SUFFIX}")
+    path = target.with_name(f".{target.name}.{os.getpid()}.{host_tag()}.{os.urandom(4).hex()}{BUILD_SUFFIX}")
     build = FirstBuild(target, path)
     try:
         db = _open_sqlite(path, sd, True)
@@ -116,22 +122,36 @@ def open_first_build(sd: SessionDir) -> tuple[Database, FirstBuild] | None:
     return db, build
 
 
+def host_tag() -> str:
+    """Eight hex digits naming this host in a build's name (a process id means something on its own host only)."""
+    return hashlib.sha256(socket.gethostname().encode("utf-8", "surrogateescape")).hexdigest()[:8]
+
+
 def remove_stale_builds(target: Path) -> list[Path]:
-    """Remove the private builds next to ``target`` whose process no longer runs; the files removed."""
+    """Remove the private builds next to ``target`` that are abandoned: made on this host by a process that no
+    longer runs, or not written for :data:`STALE_BUILD_SECONDS`. The files removed."""
     removed: list[Path] = []
     prefix = f".{target.name}."
     try:
         names = [p for p in target.parent.iterdir() if p.name.startswith(prefix)]
     except OSError:
         return removed
+    here = host_tag()
+    now = time.time()
     for p in names:
         base = p.name
         for companion in ("-wal", "-shm", "-journal"):
             base = base.removesuffix(companion)
         if not base.endswith(BUILD_SUFFIX):
             continue
-        pid_text = base[len(prefix):].split(".", 1)[0]
-        if not pid_text.isdigit() or _alive(int(pid_text)):
+        pid_text, _, rest = base[len(prefix):].partition(".")
+        host = rest.partition(".")[0]
+        try:
+            idle = now - p.stat().st_mtime
+        except OSError:
+            continue
+        dead_here = host == here and pid_text.isdigit() and not _alive(int(pid_text))
+        if not dead_here and idle < STALE_BUILD_SECONDS:
             continue
         with contextlib.suppress(OSError):
             p.unlink()

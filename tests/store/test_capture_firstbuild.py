@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -160,17 +161,23 @@ def test_builds_left_by_processes_that_no_longer_run_are_removed(tmp_path: Path,
         except OSError:
             pass
         dead += 1
-    stale = [folder / f".agent-state.db.{dead}.0a1b2c3d.building", folder / f".agent-state.db.{dead}.0a1b2c3d.building-wal"]
-    mine = folder / f".agent-state.db.{os.getpid()}.ffffffff.building"  # a build of a process that runs
-    for p in [*stale, mine]:
+    here = checkpoint_firstbuild.host_tag()
+    stale = [folder / f".agent-state.db.{dead}.{here}.0a1b2c3d.building",
+             folder / f".agent-state.db.{dead}.{here}.0a1b2c3d.building-wal"]
+    mine = folder / f".agent-state.db.{os.getpid()}.{here}.ffffffff.building"  # a build of a process that runs
+    elsewhere = folder / f".agent-state.db.{dead}.0000ffff.12345678.building"  # another host's, written just now
+    abandoned = folder / f".agent-state.db.{dead}.0000ffff.87654321.building"  # another host's, idle for hours
+    for p in [*stale, mine, elsewhere, abandoned]:
         p.write_bytes(b"x")
+    hours_ago = time.time() - checkpoint_firstbuild.STALE_BUILD_SECONDS - 60
+    os.utime(abandoned, (hours_ago, hours_ago))
     unrelated = folder / ".agent-state.db.notes"
     unrelated.write_bytes(b"x")
     root = tmp_path / "projects"
     ids = make_tree(root, 2)
     assert cap.capture_claude_code(sd, root).counts["new"] == 2
-    assert not any(p.exists() for p in stale)
-    assert mine.exists() and unrelated.exists()
+    assert not any(p.exists() for p in [*stale, abandoned])
+    assert mine.exists() and elsewhere.exists() and unrelated.exists()
     assert_all_captured_once(sd, root, ids)
 
 
