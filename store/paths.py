@@ -131,6 +131,21 @@ def companions(db_path: Path) -> list[Path]:
     return [db_path.with_name(db_path.name + suffix) for suffix in COMPANION_SUFFIXES]
 
 
+def fsync_dir(path: Path) -> None:
+    """Sync a folder, so a file created, renamed or linked in it survives a crash (best effort: a file system
+    that cannot sync folders is left as it is)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def knowledge_dir(session_dir: Path) -> Path:
     return session_dir / KNOWLEDGE_DIR
 

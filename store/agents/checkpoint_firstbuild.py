@@ -29,6 +29,7 @@ from store.agents.checkpoint_engine import selected_store
 from store.errors import StoreError
 from store.mothx.db import Database
 from store.mothx.sessiondir import SessionDir
+from store.paths import COMPANION_SUFFIXES, companions, fsync_dir
 
 BUILD_SUFFIX = ".building"
 STALE_BUILD_SECONDS = 3600
@@ -61,9 +62,9 @@ class FirstBuild:
                 db.close()
             if got != "wal":
                 raise StoreError(f"The new checkpoint file could not be switched to WAL mode (it is in {got}).")
-            for companion in ("-wal", "-journal"):
-                if self.path.with_name(self.path.name + companion).exists():
-                    raise StoreError("The new checkpoint file was not closed cleanly; it is not used.")
+            wal, _shm, journal = companions(self.path)
+            if wal.exists() or journal.exists():
+                raise StoreError("The new checkpoint file was not closed cleanly; it is not used.")
             fd = os.open(self.path, os.O_RDONLY)
             try:
                 os.fsync(fd)
@@ -77,16 +78,16 @@ class FirstBuild:
                 if self.target.exists():
                     return False
                 os.replace(self.path, self.target)
-            _sync_folder(self.target.parent)
+            fsync_dir(self.target.parent)
             return True
         finally:
             self.discard()
 
     def discard(self) -> None:
         """Remove the private file and its companions (the published file, a hard link, stays)."""
-        for name in (self.path.name, *(self.path.name + c for c in ("-wal", "-shm", "-journal"))):
+        for p in (self.path, *companions(self.path)):
             with contextlib.suppress(OSError):
-                (self.path.parent / name).unlink()
+                p.unlink()
 
 
 def open_first_build(sd: SessionDir) -> tuple[Database, FirstBuild] | None:
@@ -96,7 +97,8 @@ def open_first_build(sd: SessionDir) -> tuple[Database, FirstBuild] | None:
     if selected_store() is not None or sd.mode.is_read:
         return None
     target = state_db_path(sd)
-    if any(target.with_name(target.name + c).exists() for c in ("", "-wal", "-journal")):
+    wal, _shm, journal = companions(target)
+    if target.exists() or wal.exists() or journal.exists():
         return None
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_builds(target)
@@ -140,8 +142,8 @@ def remove_stale_builds(target: Path) -> list[Path]:
     now = time.time()
     for p in names:
         base = p.name
-        for companion in ("-wal", "-shm", "-journal"):
-            base = base.removesuffix(companion)
+        for suffix in COMPANION_SUFFIXES:
+            base = base.removesuffix(suffix)
         if not base.endswith(BUILD_SUFFIX):
             continue
         pid_text, _, rest = base[len(prefix):].partition(".")
@@ -169,12 +171,3 @@ def _alive(pid: int) -> bool:
     except OSError:  # another user's process: it runs
         return True
     return True
-
-
-def _sync_folder(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -19,7 +19,6 @@ import sqlite3
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import chain, repeat
 
 from store.agents.checkpoint_db import StoreConn
@@ -56,40 +55,39 @@ class CaptureItem:
 
 _ROWS_PER_INSERT = 256  # sessions per multi-row session insert (7 parameters each)
 LINE_COLUMNS = ("session_id", "file_path", "line_number", "content", "content_bytes")
-# A trusted tail's records are UTF-8 bytes: bound as they are and stored as the text they spell, CAST(? AS TEXT)
-# (no decoding in Python, no encoding again in the driver; the column still holds TEXT).
-LINE_ROWS_PER_STATEMENT = 2048
-"""Lines per multi-row ``INSERT`` on SQLite (5 parameters each: 10,240, within the 32,766 that SQLite allows
-since 3.32). One statement step inserts them all: the driver lets go of Python's lock once per statement, not
-once per row, so the capture's writer thread does not queue for that lock behind the scanning thread at every
-row (with ``executemany`` it waited up to a switch interval per row)."""
-
-
-@lru_cache(maxsize=16)
-def _insert_lines_sql(count: int, raw: bool) -> str:
-    row = "(?, ?, ?, CAST(? AS TEXT), ?)" if raw else "(?, ?, ?, ?, ?)"
-    return ("INSERT INTO agent_state_lines (session_id, file_path, line_number, content, content_bytes) VALUES "
-            + ", ".join([row] * count))
-
-
 SQLITE_PARAMS_PER_STATEMENT = 10_240
-"""Parameters bound to one multi-row statement on SQLite (:func:`execute_rows`, :class:`LineInserts`)."""
+"""Parameters bound to one multi-row statement on SQLite (:func:`execute_rows`), within the 32,766 that SQLite
+allows since 3.32. One statement step inserts all its rows: the driver lets go of Python's lock once per
+statement, not once per row, so the capture's writer thread does not queue for that lock behind the scanning
+thread at every row (with ``executemany`` it waited up to a switch interval per row)."""
+LINE_ROWS_PER_STATEMENT = SQLITE_PARAMS_PER_STATEMENT // len(LINE_COLUMNS)
+_INSERT_LINES = "INSERT INTO agent_state_lines (session_id, file_path, line_number, content, content_bytes) VALUES "
+# A trusted tail's records are UTF-8 bytes: bound as they are and stored as the text they spell (no decoding
+# in Python, no encoding again in the driver; the column still holds TEXT).
+_LINE_ROW = {True: "(?, ?, ?, CAST(? AS TEXT), ?)", False: "(?, ?, ?, ?, ?)"}
 
 
-def execute_rows(conn: StoreConn, head: str, row: str, rows: Sequence[Sequence[object]], tail: str = "") -> None:
+def execute_rows(conn: StoreConn, head: str, row: str, rows: Sequence[Sequence[object]], tail: str = "") -> int:
     """``head`` + ``row`` + ``tail`` for every row: on PostgreSQL one ``executemany`` (the driver pipelines it);
     on SQLite multi-row statements (``head row, row, … tail``) of up to :data:`SQLITE_PARAMS_PER_STATEMENT`
-    parameters, so a batch of sessions costs a few driver calls per table, not one per session (each call lets
-    go of Python's lock and must take it back: see :data:`LINE_ROWS_PER_STATEMENT`)."""
+    parameters, so a batch of sessions costs a few driver calls per table, not one per row. Returns the rows
+    the statements changed, as the driver counts them."""
     if not rows:
-        return
+        return 0
     if isinstance(conn, PgConnection):
-        conn.executemany(head + row + tail, rows)
-        return
+        return int(conn.executemany(head + row + tail, rows).rowcount)
     per = max(1, SQLITE_PARAMS_PER_STATEMENT // max(1, len(rows[0])))
+    changed = 0
     for start in range(0, len(rows), per):
         part = rows[start:start + per]
-        conn.execute(f"{head}{', '.join([row] * len(part))}{tail}", list(chain.from_iterable(part)))
+        changed += conn.execute(f"{head}{', '.join([row] * len(part))}{tail}", list(chain.from_iterable(part))).rowcount
+    return changed
+
+
+def insert_lines(conn: sqlite3.Connection, rows: Sequence[Sequence[object]], *, raw: bool) -> int:
+    """Line rows (:data:`LINE_COLUMNS`) inserted by :func:`execute_rows`; ``raw``: the contents are UTF-8 bytes.
+    The rows written."""
+    return execute_rows(conn, _INSERT_LINES, _LINE_ROW[raw], rows)
 
 
 class LineInserts:
@@ -136,8 +134,7 @@ class LineInserts:
         """Insert what is held; the rows written so far."""
         if self.rows:
             part, self.rows, self.size = self.rows, [], 0
-            self.written += self.conn.execute(_insert_lines_sql(len(part), self.raw),
-                                              list(chain.from_iterable(part))).rowcount
+            self.written += insert_lines(self.conn, part, raw=self.raw)
         return self.written
 
 
@@ -302,7 +299,8 @@ def _write(
 
 def _set_tokens(conn: StoreConn, rows: list[tuple[str, int, str | None]], now: str) -> None:
     """Give new sessions their fencing token (and source root, where not None): rows of (session id, token,
-    root). On SQLite one ``UPDATE … FROM`` a list of values per statement; on PostgreSQL an ``executemany``."""
+    root). On SQLite ``UPDATE … FROM`` a list of values (:func:`execute_rows`); on PostgreSQL an
+    ``executemany``."""
     if not rows:
         return
     hosted = rows[0][2] is not None
@@ -314,13 +312,8 @@ def _set_tokens(conn: StoreConn, rows: list[tuple[str, int, str | None]], now: s
             conn.executemany("UPDATE agent_state_sessions SET runtime_fencing_token = ?, updated_at = ? "
                              "WHERE session_id = ?", [(t, now, s) for s, t, _ in rows])
         return
-    per = SQLITE_PARAMS_PER_STATEMENT // 3
-    for start in range(0, len(rows), per):
-        part = rows[start:start + per]
-        conn.execute(
-            "WITH v(session_id, token, root) AS (VALUES " + ", ".join(["(?, ?, ?)"] * len(part)) + ") "
-            "UPDATE agent_state_sessions SET runtime_fencing_token = v.token, "
-            + ("source_root = v.root, " if hosted else "") + "updated_at = ? "
-            "FROM v WHERE agent_state_sessions.session_id = v.session_id",
-            [*chain.from_iterable(part), now],
-        )
+    execute_rows(conn, "WITH v(session_id, token, root, at) AS (VALUES ", "(?, ?, ?, ?)",
+                 [(sid, token, root, now) for sid, token, root in rows],
+                 ") UPDATE agent_state_sessions SET runtime_fencing_token = v.token, "
+                 + ("source_root = v.root, " if hosted else "")
+                 + "updated_at = v.at FROM v WHERE agent_state_sessions.session_id = v.session_id")

@@ -31,6 +31,7 @@ from store.agents.checkpoint_fresh import (
     LineInserts,
     StagedRecord,
     driver_error,
+    insert_lines,
     peek_trusted,
     write_fresh,
 )
@@ -353,10 +354,7 @@ class _LineWriter:
                 rows = [(a, b, c, d.decode("utf-8"), e) for a, b, c, d, e in rows]  # type: ignore[attr-defined]
             got = self.conn.copy_rows("agent_state_lines", LINE_COLUMNS, list(rows))
         else:
-            inserts = LineInserts(self.conn, raw=raw)
-            for row in rows:
-                inserts.add(row, row[4])  # type: ignore[arg-type]
-            got = inserts.flush()
+            got = insert_lines(self.conn, list(rows), raw=raw)  # a batch already bounded here
         if got != count:
             raise InvalidSessionState(f"A batch of {count} records wrote {got} rows.")
         self.written += count

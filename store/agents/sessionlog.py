@@ -78,6 +78,7 @@ from store.agents.sessionlog_state import (
     replay_from,
 )
 from store.errors import StoreError
+from store.paths import fsync_dir
 from store.safetext import one_line
 
 
@@ -243,14 +244,7 @@ class FileEventLog(_LockedLog):
             except OSError:
                 pass
             raise
-        try:
-            dir_fd = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
-        except OSError:
-            pass
+        fsync_dir(path.parent)
 
     def _commit(self, ref: Ref, old: LogState, new: LogState) -> bool:
         try:

@@ -27,6 +27,7 @@ from store.eventstore.records import (
     encode_batch,
 )
 from store.mothx.repair_kit import step
+from store.paths import fsync_dir
 from store.times import format_rfc3339
 
 EVENTS_DIR = "events"
@@ -359,7 +360,7 @@ class EventStore:
                 d.mkdir(mode=0o700)
                 created.append(d)
         for d in created:
-            _fsync_dir(d.parent)
+            fsync_dir(d.parent)
 
     def write_manifest(self, sealed: tuple[str, ...] | list[str], next_seq: int) -> None:
         body = json.dumps({"schemaVersion": MANIFEST_VERSION, "active": list(sealed), "nextSeq": next_seq,
@@ -372,7 +373,7 @@ class EventStore:
         finally:
             os.close(fd)
         os.replace(tmp, self.path / MANIFEST)
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
 
     def append(self, batch_id: str, seq_from: int, events: tuple[EventRecord, ...] | list[EventRecord]) -> EventBatch:
         """Append one batch: every event line, then the footer, then fsync. The caller checked the tail."""
@@ -399,7 +400,7 @@ class EventStore:
         finally:
             os.close(fd)
         if new:
-            _fsync_dir(self.path)
+            fsync_dir(self.path)
         batch = EventBatch(batch_id, seq_from, seq_from + len(events) - 1, tuple(events), digest, name, offset,
                            len(lines) + len(footer))
         tail = Tail(True, batch.seq_to + 1, batch_id, name, st.st_size)
@@ -414,16 +415,3 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         n = os.write(fd, view)
         view = view[n:]
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from store.errors import RepairRefused
-from store.mothx.cells import INT64_MAX
+from store.mothx.cells import INT64_MAX, has_surrogates
 from store.mothx.leases import clock_override, list_leases
 from store.mothx.recovery import (
     AbandonToolExecutions,
@@ -254,14 +254,6 @@ _CELLS = st.sampled_from([(t, c) for t, cols in TABLES.items() for c in cols])
 _CHANGES = st.lists(st.tuples(_CELLS, st.integers(0, 40), _VALUES), min_size=1, max_size=6)
 
 
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _previews(sd: SessionDir, db: Path) -> list[Repair]:
     runs = _ids(db, "SELECT id FROM session_runs")
     sessions = _ids(db, "SELECT id FROM sessions")
@@ -275,9 +267,9 @@ def _previews(sd: SessionDir, db: Path) -> list[Repair]:
     finally:
         conn.close()
     for sid, turn, call in rows:
-        if isinstance(sid, str) and isinstance(turn, str) and _utf8(sid) and _utf8(turn):
+        if isinstance(sid, str) and isinstance(turn, str) and not has_surrogates(sid + turn):
             repairs.append(AbandonToolExecutions(sd, sid, turn))
-            if isinstance(call, str) and call and _utf8(call):
+            if isinstance(call, str) and call and not has_surrogates(call):
                 repairs.append(RequestToolRecovery(sd, sid, turn, [call]))
     return repairs
 
