@@ -156,18 +156,23 @@ def _ranked(sd: SessionDir, index: SearchIndex, text: str, limit: int | None, af
                 "m.agent_id, m.file_path, m.line_number FROM h CROSS JOIN record_meta m ON m.line_key = h.k "
                 "GROUP BY m.agent_id, m.agent_session_id", (match,)).fetchall()
             raw = [(*r, None) for r in rows]
-        else:
-            rows = conn.execute(
+        else:   # (order, session id, seq, score, matches, FTS rowid), in the order of the result
+            raw = conn.execute(
                 f"WITH h AS MATERIALIZED (SELECT rowid AS k, bm25(entry_fts) AS score FROM entry_fts "
                 f"WHERE entry_fts MATCH ?), g AS MATERIALIZED (SELECT MIN(score) AS best, k, count(*) AS n "
                 f"FROM h GROUP BY k >> {SEQ_BITS}) SELECT g.best, s.session_id, g.k & {SEQ_MASK}, g.best, g.n, g.k "
-                f"FROM g CROSS JOIN entry_sessions s ON s.sno = g.k >> {SEQ_BITS}", (match,)).fetchall()
-            raw = [(*r, "", "", None) for r in rows]   # (MIN() makes the bare k the best hit's)
+                f"FROM g CROSS JOIN entry_sessions s ON s.sno = g.k >> {SEQ_BITS} ORDER BY 1, 2",
+                (match,)).fetchall()       # (MIN() makes the bare k the best hit's)
+    # SQLite orders text ids as Python does (UTF-8 bytes in code point order); an id read as bytes (not UTF-8)
+    # sorts after every text one there, so a result holding one is sorted again here.
+    ordered = not captured and not any(type(r[1]) is bytes for r in raw)
     if not captured and text.strip():
-        found = {r[1] for r in raw}
-        raw += [(SESSION_ONLY, sid, 0, None, 0, "", "", "", 0) for sid in _column_matches(sd, text) if sid not in found]
+        columns = _column_matches(sd, text)
+        if columns:
+            found = {r[1] for r in raw}
+            raw += [(SESSION_ONLY, sid, 0, None, 0, None) for sid in sorted(columns) if sid not in found]
     total = len(raw)
-    page, more = _raw_page(raw, limit, after)
+    page, more = _raw_page(raw, limit, after, ordered=ordered)
     hits = _details(index, parsed, page, captured, snippets) if page else []
     return SearchResult(text, INDEX, "", tuple(hits), total, more, captured)
 
@@ -186,7 +191,7 @@ def _details(index: SearchIndex, parsed: q.Query, page: list[Raw], captured: boo
             chunk = rowids[i:i + 500]
             marks = ",".join("?" * len(chunk))
             if not captured:
-                seqs = [int(k) & SEQ_MASK for k in chunk]  # type: ignore[call-overload]
+                seqs = [int(k) & SEQ_MASK for k in chunk]
                 for row in conn.execute(f"SELECT seq, entry_id, role, entry_type FROM entry_meta WHERE seq IN "
                                         f"({marks})", seqs):
                     facts[row[0]] = row[1:]
@@ -197,16 +202,17 @@ def _details(index: SearchIndex, parsed: q.Query, page: list[Raw], captured: boo
                     f"WHERE {table} MATCH ? AND rowid IN ({marks})", (opening, closing, parsed.fts(), *chunk)):
                 marked[rowid if captured else rowid & SEQ_MASK] = _unmark(as_text(snip), opening, closing)
     empty = Snippet("")
-    if not captured and not facts:    # ranking only
-        return [SearchHit(sid if type(sid) is str else as_text(sid), score, order, k, "", "", "", n, empty)
-                for order, sid, k, score, n, _rowid, _, _, _ in page]
+    if not captured and not facts:    # ranking only: every hit of a common word, so built as plain tuples
+        new = tuple.__new__
+        return [new(SearchHit, (sid if type(sid) is str else as_text(sid), score, order, k, "", "", "", n, empty,
+                                "", "", 0)) for order, sid, k, score, n, _rowid in page]
     if captured:
         return [SearchHit(as_text(sid), score, order, k, matches=n, agent_id=as_text(a), file_path=as_text(f),
                           line_number=as_int(line), snippet=marked.get(k, empty))
                 for order, sid, k, score, n, a, f, line, _ in page]
     out = []
     nothing: tuple[object, ...] = ("", "", "")
-    for order, sid, k, score, n, _rowid, _, _, _ in page:
+    for order, sid, k, score, n, _rowid in page:
         eid, role, etype = facts.get(k, nothing)
         out.append(SearchHit(sid if type(sid) is str else as_text(sid), score, order, k,
                              eid if type(eid) is str else as_text(eid), role if type(role) is str else as_text(role),

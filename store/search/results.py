@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from store.mothx.cells import as_text
 from store.safetext import one_line
@@ -105,18 +105,21 @@ def _page(hits: list[SearchHit], limit: int | None, after: tuple[float, str] | N
     return hits[:max(0, limit)], True
 
 
-Raw = tuple[float, str, int, float | None, int, object, str, str, object]
+Raw = tuple[Any, ...]
 """A ranked hit as the grouping statement gives it: (order, session id, key (seq), score, matches, then the FTS
-rowid (entries) / agent, file path, line number (captured))."""
+rowid (entries) / agent, file path, line number, rowid (captured))."""
 
 
-def _raw_page(raw: list[Raw], limit: int | None, after: tuple[float, str] | None) -> tuple[list[Raw], bool]:
-    try:
-        raw.sort()      # (order, session id) lead every tuple and are unique: the tuples' own order is theirs
-    except TypeError:   # a session id read as bytes (not UTF-8) tied with a text one
-        raw.sort(key=lambda r: (r[0], as_text(r[1])))
+def _raw_page(raw: list[Raw], limit: int | None, after: tuple[float, str] | None, *,
+              ordered: bool = False) -> tuple[list[Raw], bool]:
+    """The page of ``raw`` (sorted here unless it is ``ordered`` already) after ``after``; and whether more follow."""
+    if not ordered:
+        try:
+            raw.sort()      # (order, session id) lead every tuple and are unique
+        except TypeError:   # a session id read as bytes (not UTF-8) tied with a text one
+            raw.sort(key=lambda r: (r[0], as_text(r[1])))
     if after is not None:
-        raw = [r for r in raw if (r[0], r[1]) > after]
+        raw = [r for r in raw if (r[0], r[1] if type(r[1]) is str else as_text(r[1])) > after]
     if limit is None or len(raw) <= limit:
         return raw, False
     return raw[:max(0, limit)], True

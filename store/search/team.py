@@ -102,8 +102,8 @@ def search_team(sd: SessionDir, text: str, *, limit: int | None, after: tuple[fl
         if reason and not read.ranked:
             return _scan(store, text, limit, after, snippets, reason)
         total = len(raw)
-        page, more = _raw_page(raw, limit, after)  # type: ignore[arg-type]
-        hits = _details(store, text, parsed, page, snippets)  # type: ignore[arg-type]
+        page, more = _raw_page(raw, limit, after)
+        hits = _details(store, text, parsed, page, snippets)
         return SearchResult(text, INDEX, read.reason, tuple(hits), total, more, True, read.exact, read.scanned,
                             read.unranked)
     finally:

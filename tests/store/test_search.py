@@ -107,9 +107,19 @@ def test_paging_after_key(writer: Writer) -> None:
         sid = f"p{i:02d}"
         writer.session(sid, t=i)
         writer.user(sid, " ".join(["common"] * (1 + i % 5) + ["filler"] * 10))
+    for sid in ("p05x", b"p05\xff"):     # ties with p05 (the same text): ordered by id, one of them not UTF-8
+        writer.conn.execute("INSERT INTO sessions (id, cwd, timestamp, version) VALUES (CAST(? AS TEXT), '/w', 't', 3)",
+                            (sid,))
+        writer.conn.execute("INSERT INTO entries (session_id, id, type, timestamp, data) VALUES (CAST(? AS TEXT), "
+                            "?, 'message', 't', ?)", (sid, f"tie{len(sid)}{type(sid).__name__}", json.dumps(
+                                {"message": {"role": "user", "content": " ".join(["common"] + ["filler"] * 10)}})))
     with open_session_dir(writer.root, OpenMode.READ_ONLY) as sd:
         whole = search(sd, "common", limit=None)
-        assert whole.total == 30 and not whole.has_more
+        assert whole.total == 32 and not whole.has_more
+        keys = [h.key for h in whole.hits]
+        assert keys == sorted(keys) and len(set(keys)) == 32
+        ties = [h.session_id for h in whole.hits if h.order == whole.hits[ids(whole).index("p05")].order]
+        assert ties == sorted(ties) and {"p00", "p05", "p05x", "p05\udcff"} <= set(ties)
         pages: list[str] = []
         after = None
         while True:
@@ -338,3 +348,38 @@ def test_damaged_index_file_is_rebuilt(writer: Writer) -> None:
     with open_session_dir(writer.root, OpenMode.READ_ONLY) as sd:
         assert ids(search(sd, "parser")) == ["s-many", "s-once"]
     shutil.rmtree(path.parent)
+
+
+def test_an_index_of_the_previous_format_is_rebuilt_in_larger_pages(writer: Writer) -> None:
+    corpus(writer)
+    with open_session_dir(writer.root, OpenMode.READ_ONLY) as sd:
+        assert ids(search(sd, "parser")) == ["s-many", "s-once"]
+        path = index_path_for(sd.db.path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert conn.execute("PRAGMA page_size").fetchone()[0] == index_mod.PAGE_SIZE
+    # What an older version left: 4 KiB pages, format 4.
+    conn.execute("UPDATE meta SET body = json_set(body, '$.format', 4)")
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.execute("PRAGMA page_size = 4096")
+    conn.execute("VACUUM")
+    conn.execute("PRAGMA journal_mode = WAL")
+    assert conn.execute("PRAGMA page_size").fetchone()[0] == 4096
+    conn.close()
+    with open_session_dir(writer.root, OpenMode.READ_ONLY) as sd:
+        assert ids(search(sd, "parser")) == ["s-many", "s-once"]
+        info = engine.index_info(sd)
+        assert info is not None and info.last_sync == "cold"
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert conn.execute("PRAGMA page_size").fetchone()[0] == index_mod.PAGE_SIZE
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    # Held open elsewhere, an emptied index keeps its pages (and works): the switch needs the file to itself.
+    conn.execute("UPDATE meta SET body = json_set(body, '$.format', 4)")
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.execute("PRAGMA page_size = 4096")
+    conn.execute("VACUUM")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("SELECT count(*) FROM meta").fetchone()
+    with open_session_dir(writer.root, OpenMode.READ_ONLY) as sd:
+        assert ids(search(sd, "parser")) == ["s-many", "s-once"]
+    assert conn.execute("PRAGMA page_size").fetchone()[0] == 4096
+    conn.close()
