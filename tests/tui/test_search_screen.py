@@ -96,6 +96,39 @@ async def test_ranked_hits_and_enter_opens_the_matching_message(sdir: Path) -> N
         assert "parser fails again" in assert_clean(app, "transcript")
 
 
+async def test_a_match_before_the_last_compaction_opens_among_the_raw_entries(tmp_path: Path) -> None:
+    w = new_dir(tmp_path / "sessions")
+    w.session("s-cmp", t=1)
+    early = w.user("s-cmp", "an early walrus sighting")
+    for i in range(40):
+        w.assistant("s-cmp", f"filler reply {i}")
+    kept = w.user("s-cmp", "the message the compaction keeps")
+    kept_id = w.conn.execute("SELECT id FROM entries WHERE seq = ?", (kept,)).fetchone()[0]
+    w.entry("s-cmp", "compaction", {"summary": "talked about sightings", "firstKeptEntryId": kept_id,
+                                    "tokensBefore": 900})
+    w.user("s-cmp", "after the compaction")
+    w.close()
+    app = SessionscopeApp(w.root, OpenMode.READ_ONLY)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        screen = await open_search(pilot, "walrus")
+        hits = screen.query_one(SearchList)
+        assert [(h.session_id, h.seq) for h in hits.rows] == [("s-cmp", early)]
+        await pilot.press("enter", "enter")
+        await settle_transcript(pilot)
+        transcript = app.screen
+        assert isinstance(transcript, TranscriptScreen) and transcript.raw_mode
+        assert transcript.facts is not None and transcript.facts.plan.window_start_seq == kept
+        item = transcript.raw_view.cursor_item or transcript.raw_view.anchor_item
+        assert item is not None and item.seq == early
+        text = assert_clean(app, "compacted")
+        assert f"Seq {early:,} is before the session's last compaction" in text and "walrus" in text
+        await pilot.press("tab")                   # the replay, from the kept message
+        await settle_transcript(pilot)
+        assert not transcript.raw_mode
+        item = transcript.transcript_view.cursor_item or transcript.transcript_view.anchor_item
+        assert item is not None and item.seq >= kept
+
+
 async def test_filter_text_carries_over_and_c_switches_to_captured(sdir: Path, tmp_path: Path) -> None:
     _capture_small(tmp_path, sdir)
     app = SessionscopeApp(sdir, OpenMode.READ_ONLY)

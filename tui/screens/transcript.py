@@ -89,6 +89,7 @@ class TranscriptScreen(TranscriptScreenBase):
         self._follow_again = False  # a hint came while it was
         self._reloading = False     # a follow reload is reading the facts again
         self._reload_target: JumpTarget | None = None
+        self._raw_target: JumpTarget | None = None  # where the raw view first opens (a match compacted away)
         self._open_at = at_seq  # open at the last message at or before this seq (a fork's parent), once
 
     # --- layout -----------------------------------------------------------------------------------------------
@@ -150,7 +151,7 @@ class TranscriptScreen(TranscriptScreenBase):
         self.session_id = f.session_id
         self.query_one("#transcript-title", Static).update(title_text(f))
         opened_at = JumpTarget("seq", f.jump_seq) if f.jump_seq is not None else None
-        self._open_at = None  # once: a follow reload keeps its own place
+        asked, self._open_at = self._open_at, None  # once: a follow reload keeps its own place
         target, self._reload_target = self._reload_target or opened_at or JumpTarget("start"), None
         if "reloading" in self.follow_note:
             self.follow_note = self.follow_note.replace("reloading", "reloaded")
@@ -162,6 +163,15 @@ class TranscriptScreen(TranscriptScreenBase):
         self.transcript_view.set_source(TranscriptSource(self.sd, f.plan, f.turns, base_rows=f.rows_before_window),
                                         target)
         self._raw_started = False
+        start = f.plan.window_start_seq
+        if asked is not None and start and asked < start:
+            # The replay does not hold it (a compaction dropped it): the raw entries do, at that very row.
+            self._raw_target = JumpTarget("seq", asked)
+            notify(self, f"Seq {asked:,} is before the session's last compaction, so the replay (from seq "
+                         f"{start:,}) does not show it: it is shown among the raw entries. tab: the replay.",
+                   title="Compacted away")
+            if not self.raw_mode:
+                self.action_toggle_raw()     # (starts the raw view there)
         if self.raw_mode:
             self._start_raw()
         self._background_started = False  # turns and the verify pass start once the first page is up
@@ -246,9 +256,10 @@ class TranscriptScreen(TranscriptScreenBase):
         if self._raw_started or self.facts is None:
             return
         self._raw_started = True
+        target, self._raw_target = self._raw_target, None
         self.raw_view.set_source(RawSource(self.sd, self.facts.session_id, self.facts.plan.total_rows),
-                                 JumpTarget("end") if self.follow and self.new_count == 0 and self._raw_at_end else
-                                 JumpTarget("start"))
+                                 target or (JumpTarget("end") if self.follow and self.new_count == 0 and
+                                            self._raw_at_end else JumpTarget("start")))
 
     # --- status -----------------------------------------------------------------------------------------------
 
