@@ -100,6 +100,10 @@ async def test_a_match_before_the_last_compaction_opens_among_the_raw_entries(tm
     w = new_dir(tmp_path / "sessions")
     w.session("s-cmp", t=1)
     early = w.user("s-cmp", "an early walrus sighting")
+    first_kept = w.user("s-cmp", "kept by the first compaction")
+    first_kept_id = w.conn.execute("SELECT id FROM entries WHERE seq = ?", (first_kept,)).fetchone()[0]
+    first = w.entry("s-cmp", "compaction", {"summary": "an otters summary", "firstKeptEntryId": first_kept_id,
+                                            "tokensBefore": 500})
     for i in range(40):
         w.assistant("s-cmp", f"filler reply {i}")
     kept = w.user("s-cmp", "the message the compaction keeps")
@@ -127,6 +131,19 @@ async def test_a_match_before_the_last_compaction_opens_among_the_raw_entries(tm
         assert not transcript.raw_mode
         item = transcript.transcript_view.cursor_item or transcript.transcript_view.anchor_item
         assert item is not None and item.seq >= kept
+        # An earlier compaction's summary is shown above the replay: that hit stays in the replay.
+        await pilot.press("escape")
+        screen = await settle_search(pilot)
+        await pilot.press("slash", "ctrl+u", *"otters")
+        screen = await settle_search(pilot)
+        assert [(h.session_id, h.seq) for h in screen.query_one(SearchList).rows] == [("s-cmp", first)]
+        app.clear_notifications()
+        await pilot.press("enter", "enter")
+        await settle_transcript(pilot)
+        transcript = app.screen
+        assert isinstance(transcript, TranscriptScreen) and not transcript.raw_mode
+        assert "Compacted away" not in assert_clean(app, "earlier compaction")
+        assert "an otters summary" in assert_clean(app, "earlier compaction")
 
 
 async def test_filter_text_carries_over_and_c_switches_to_captured(sdir: Path, tmp_path: Path) -> None:

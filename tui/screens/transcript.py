@@ -164,8 +164,9 @@ class TranscriptScreen(TranscriptScreenBase):
                                         target)
         self._raw_started = False
         start = f.plan.window_start_seq
-        if asked is not None and start and asked < start:
-            # The replay does not hold it (a compaction dropped it): the raw entries do, at that very row.
+        if asked is not None and start and asked < start and all(c.seq != asked for c in f.plan.compactions):
+            # The replay does not hold it (a compaction dropped it; an earlier compaction itself is shown above
+            # the replay): the raw entries do, at that very row.
             self._raw_target = JumpTarget("seq", asked)
             notify(self, f"Seq {asked:,} is before the session's last compaction, so the replay (from seq "
                          f"{start:,}) does not show it: it is shown among the raw entries. tab: the replay.",
